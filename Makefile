@@ -1,0 +1,57 @@
+# NormLab: every target installs what it needs into .venv (created on first use).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch is installed first so the project's range (which admits it) resolves
+# without pulling a multi-GB CUDA build. Override for a GPU box: make TORCH_SPEC='torch==2.13.0' ...
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.normlab-installed
+PYTEST_ARGS ?=
+
+.PHONY: help install run demo test test-fast bench data-offline lint format clean
+
+help:
+	@echo "make run           start MLflow + local Ray head + API on 127.0.0.1 (Ctrl-C stops all)"
+	@echo "make demo          make run, then submit studies/examples/quick.yaml and print the results"
+	@echo "make test          install, fetch offline data sources, run the whole test suite"
+	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
+	@echo "make data-offline  install the offline dataset sources (science.md section 5)"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/normlab serve
+
+demo: $(STAMP) data-offline
+	$(BIN)/normlab serve --demo
+
+data-offline: $(STAMP)
+	VENV=$(VENV) bash scripts/install_offline_data.sh
+
+test: $(STAMP) data-offline
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP) data-offline
+	$(BIN)/python -m benchmarks.run_all --output BENCHMARKS.md
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
