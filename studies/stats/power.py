@@ -1,0 +1,47 @@
+"""Minimum detectable effect of a two-sided t-test, from the noncentral t distribution."""
+
+from __future__ import annotations
+
+import math
+
+from scipy import optimize, stats
+
+__all__ = ["DEFAULT_POWER", "minimum_detectable_effect", "t_test_power"]
+
+# Conventional target power: an effect this large is found four times out of five.
+DEFAULT_POWER = 0.8
+
+
+def t_test_power(noncentrality: float, df: float, alpha: float) -> float:
+    """Power of a two-sided t-test at level `alpha` when the t statistic is noncentral t(df, noncentrality)."""
+    t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
+    upper = stats.nct.sf(t_crit, df, noncentrality)
+    lower = stats.nct.cdf(-t_crit, df, noncentrality)
+    return float(upper + lower)
+
+
+def minimum_detectable_effect(
+    standard_error: float, df: float, *, alpha: float = 0.05, power: float = DEFAULT_POWER
+) -> float | None:
+    """Smallest true difference (in metric units) a two-sided t-test detects with probability `power`.
+
+    `standard_error` is the standard error of the difference (paired: sd of differences / sqrt(n);
+    Welch: sqrt(s1^2/n1 + s2^2/n2)) and `df` its degrees of freedom. Returns None where it is
+    undefined: no degrees of freedom or no (or an infinite) standard error.
+    """
+    if not (df > 0 and math.isfinite(df) and standard_error > 0 and math.isfinite(standard_error)):
+        return None
+    if not (0.0 < alpha < 1.0 and alpha < power < 1.0):
+        raise ValueError(f"need 0 < alpha < power < 1, got alpha={alpha}, power={power}")
+
+    def shortfall(noncentrality: float) -> float:
+        return t_test_power(noncentrality, df, alpha) - power
+
+    # Power grows with the noncentrality; double the bracket until it contains the target power.
+    high = 4.0
+    while shortfall(high) < 0.0:
+        high *= 2.0
+        if high > 1e6:
+            return None
+    noncentrality = optimize.brentq(shortfall, 0.0, high, xtol=1e-10)
+    return float(noncentrality * standard_error)
