@@ -1,0 +1,843 @@
+"""The study specification: what a user POSTs, what the service stores and what the driver runs.
+
+A study compares normalization methods on one dataset. `kind: compare` tunes each method's knobs on the
+validation split (phase `tune`), then re-runs each method's best config on the SAME seeds on the test
+split (phase `final`), so comparisons are paired. `kind: grid` skips tuning and runs every grid point of
+the search space on every seed (phase `grid`), e.g. the Transforming-Rank sweeps.
+
+Validation is strict on purpose: a knob that does not apply to a method, a typo in a field name, or a
+distribution a phase cannot use is an error with a field path, never silently ignored.
+
+This module imports neither torch nor FastAPI: the service validates specs without the training stack.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from studies.limits import StudyLimits
+
+__all__ = [
+    "JSON_CONTENT_TYPES",
+    "KNOBS",
+    "KNOWN_DATASETS",
+    "KNOWN_MODELS",
+    "METHODS",
+    "YAML_CONTENT_TYPES",
+    "Budget",
+    "Choice",
+    "Distribution",
+    "Fixed",
+    "Grid",
+    "GridPoint",
+    "IntRange",
+    "Knob",
+    "LogUniform",
+    "ModelSpec",
+    "Resources",
+    "SchedulerSpec",
+    "SpecFormatError",
+    "StudySpec",
+    "Uniform",
+    "UnsupportedContentTypeError",
+    "load_spec",
+    "parse_spec_text",
+]
+
+# Dataset names the workers' registry (workers.data.DATASETS) serves. Kept here as names only so the
+# service can validate a spec without importing torch; a test checks the two stay in sync.
+KNOWN_DATASETS: tuple[str, ...] = (
+    "mnist",
+    "fashion_mnist",
+    "svhn",
+    "cifar10",
+    "cifar100",
+    "cifar10_c",
+    "ptb_pos",
+    "ptb_lm",
+    "sst2",
+    "energy",
+    "california_housing",
+    "digits",
+    "mnist_5k",
+    "rotten_tomatoes_vader",
+    "ptb_pos_sample",
+    "digits_c",
+    "fashion_mnist_c",
+)
+
+# Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
+_DATASET_FAMILY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "mnist",
+            "fashion_mnist",
+            "svhn",
+            "cifar10",
+            "cifar100",
+            "cifar10_c",
+            "digits",
+            "mnist_5k",
+            "digits_c",
+            "fashion_mnist_c",
+        ),
+        "image",
+    ),
+    **dict.fromkeys(("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample"), "text"),
+    **dict.fromkeys(("energy", "california_housing"), "tabular"),
+}
+
+# Same names as models.methods.METHODS (kept here so studies.spec needs no torch).
+METHODS: tuple[str, ...] = (
+    "autonorm_s",
+    "autonorm",
+    "frozen_ln",
+    "dyt",
+    "random_selector",
+    "adanorm",
+    "film",
+)
+
+# Model names and presets of models.build_model; `residual_mlp` (the rank experiments) reads any dataset.
+KNOWN_MODELS: tuple[str, ...] = (
+    "vit_lite",
+    "vit_lite_paper",
+    "vit_lite_tiny",
+    "encoder",
+    "encoder_paper",
+    "encoder_tiny",
+    "tabular",
+    "tabular_paper",
+    "tabular_tiny",
+    "residual_mlp",
+)
+_MODEL_FAMILY_PREFIX = {"vit_lite": "image", "encoder": "text", "tabular": "tabular", "residual_mlp": None}
+_FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
+_FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
+
+# Model fields a spec may not override: the method decides the norm.
+_RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})
+
+JSON_CONTENT_TYPES = frozenset({"application/json"})
+YAML_CONTENT_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
+_LN2 = math.log(2.0)
+
+Scalar = Union[bool, int, float, str]  # noqa: UP007 (pydantic reads the union at runtime on py3.10)
+
+
+# --------------------------------------------------------------------------------------------- knobs
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable knob: its type, its valid range and the methods it applies to (None = every method)."""
+
+    name: str
+    kind: Literal["float", "int", "categorical"]
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # True: `low` itself is not allowed (e.g. a learning rate of 0)
+    high_open: bool = False
+    categories: tuple[str, ...] = ()
+    methods: tuple[str, ...] | None = None
+
+    def applies_to(self, method: str) -> bool:
+        return self.methods is None or method in self.methods
+
+    def describe_range(self) -> str:
+        if self.kind == "categorical":
+            return "one of " + ", ".join(self.categories)
+        left = "(" if self.low_open else "["
+        right = ")" if self.high_open else "]"
+        return f"{left}{_fmt(self.low)}, {_fmt(self.high)}{right}"
+
+    def contains(self, value: float) -> bool:
+        assert self.low is not None and self.high is not None
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+
+def _fmt(x: float | None) -> str:
+    return "inf" if x is None else f"{x:g}"
+
+
+_AUTONORM_S = ("autonorm_s",)
+_GATED = ("autonorm_s", "autonorm")
+
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "t_freeze",
+            "int",
+            "epoch after which AutoNorm-S freezes undecided gates",
+            1,
+            10_000,
+            methods=_AUTONORM_S,
+        ),
+        Knob(
+            "eps_h",
+            "float",
+            "gate-entropy threshold of AutoNorm-S (entropy lies in [0, ln 2])",
+            0.0,
+            _LN2,
+            low_open=True,
+            methods=_AUTONORM_S,
+        ),
+        Knob(
+            "tau",
+            "float",
+            "Gumbel-Softmax temperature of the gate",
+            0.0,
+            100.0,
+            low_open=True,
+            methods=_GATED,
+        ),
+        Knob("skip_scale", "float", "scale of the residual skip path", 0.0, 100.0, low_open=True),
+        Knob("init_scale", "float", "initial scale of the branch weights", 0.0, 100.0, low_open=True),
+        Knob("width_expansion", "float", "MLP hidden width over model width (m/d)", 0.0, 64.0, low_open=True),
+        Knob(
+            "norm_placement",
+            "categorical",
+            "where the norm sits in a block",
+            categories=("pre", "post", "output", "none"),
+        ),
+        Knob("activation", "categorical", "MLP activation", categories=("gelu", "relu", "tanh")),
+        Knob("branch", "categorical", "MLP branch structure", categories=("two_matrix", "one_matrix")),
+        Knob("lr", "float", "peak AdamW learning rate", 0.0, 1.0, low_open=True),
+        Knob("weight_decay", "float", "AdamW weight decay", 0.0, 1.0),
+        Knob("drop_path", "float", "stochastic-depth rate of the last block", 0.0, 1.0, high_open=True),
+        Knob("dropout", "float", "dropout rate", 0.0, 1.0, high_open=True),
+        Knob("layer_scale_init", "float", "LayerScale initial value", 0.0, 10.0, low_open=True),
+        Knob(
+            "label_smoothing", "float", "label smoothing of the classification loss", 0.0, 1.0, high_open=True
+        ),
+        Knob("grad_clip", "float", "gradient-norm clipping threshold", 0.0, 1e6, low_open=True),
+        Knob("mixup", "float", "MixUp alpha (0 disables)", 0.0, 10.0),
+        Knob("cutmix", "float", "CutMix alpha (0 disables)", 0.0, 10.0),
+    )
+}
+
+
+# ------------------------------------------------------------------------------------- distributions
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Uniform(_Strict):
+    """A float drawn uniformly from [low, high]."""
+
+    type: Literal["uniform"]
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        return self
+
+
+class LogUniform(_Strict):
+    """A float drawn uniformly in log space from [low, high]; low must be positive."""
+
+    type: Literal["loguniform"]
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered_positive(self) -> LogUniform:
+        if self.low <= 0:
+            raise ValueError(f"loguniform needs low > 0, got {self.low:g}")
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        return self
+
+
+class IntRange(_Strict):
+    """An integer drawn from low..high inclusive (every `step`, or log-uniformly when `log`)."""
+
+    type: Literal["int"]
+    low: int
+    high: int
+    step: int = Field(1, ge=1)
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and (self.low < 1 or self.step != 1):
+            raise ValueError("an int distribution with log: true needs low >= 1 and step 1")
+        return self
+
+
+class Choice(_Strict):
+    """One of `values`, picked by the tuner (kind: compare)."""
+
+    type: Literal["choice"]
+    values: list[Scalar] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _unique(cls, values: list[Scalar]) -> list[Scalar]:
+        return _check_unique(values)
+
+
+class Grid(_Strict):
+    """Every one of `values`, each run on every seed (kind: grid)."""
+
+    type: Literal["grid"]
+    values: list[Scalar] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _unique(cls, values: list[Scalar]) -> list[Scalar]:
+        return _check_unique(values)
+
+
+class Fixed(_Strict):
+    """A constant; `knob: 0.5` in a spec is shorthand for `knob: {type: fixed, value: 0.5}`."""
+
+    type: Literal["fixed"]
+    value: Scalar
+
+
+def _check_unique(values: list[Scalar]) -> list[Scalar]:
+    seen = [(type(v).__name__, v) for v in values]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"values must be unique, got {values}")
+    return values
+
+
+Distribution = Annotated[
+    Union[Uniform, LogUniform, IntRange, Choice, Grid, Fixed], Field(discriminator="type")
+]  # noqa: UP007
+
+
+def _points(dist: Distribution) -> list[Scalar]:
+    """The discrete values of a grid or fixed distribution."""
+    if isinstance(dist, Grid):
+        return list(dist.values)
+    if isinstance(dist, Fixed):
+        return [dist.value]
+    raise TypeError(f"{dist.type} has no discrete points")
+
+
+def _check_distribution(knob: Knob, dist: Distribution) -> str | None:
+    """Why `dist` cannot drive `knob`, or None when it can."""
+    if knob.kind == "categorical":
+        if isinstance(dist, (Uniform, LogUniform, IntRange)):
+            return f"knob '{knob.name}' is categorical ({knob.describe_range()}): use choice, grid or fixed"
+        bad = [v for v in _discrete_values(dist) if v not in knob.categories]
+        if bad:
+            return f"knob '{knob.name}' must be {knob.describe_range()}, got {bad}"
+        return None
+    if knob.kind == "int" and isinstance(dist, (Uniform, LogUniform)):
+        return f"knob '{knob.name}' takes integers: use type int, choice, grid or fixed, not {dist.type}"
+    if isinstance(dist, (Uniform, LogUniform, IntRange)):
+        values: list[Any] = [dist.low, dist.high]
+    else:
+        values = _discrete_values(dist)
+    for value in values:
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not numeric or (knob.kind == "int" and not isinstance(value, int)):
+            kind = "an integer" if knob.kind == "int" else "a number"
+            return f"knob '{knob.name}' takes {kind}, got {value!r}"
+        if not knob.contains(float(value)):
+            return f"knob '{knob.name}' must lie in {knob.describe_range()}, got {value:g}"
+    return None
+
+
+def _discrete_values(dist: Choice | Grid | Fixed) -> list[Scalar]:
+    return [dist.value] if isinstance(dist, Fixed) else list(dist.values)
+
+
+def _scalar_shorthand(space: Any) -> Any:
+    """Turn `knob: 0.5` into a fixed distribution; leave everything else to the validators."""
+    if not isinstance(space, Mapping):
+        return space
+    return {k: v if isinstance(v, Mapping) else {"type": "fixed", "value": v} for k, v in space.items()}
+
+
+# ----------------------------------------------------------------------------------- spec sections
+
+
+class ModelSpec(_Strict):
+    """A models.build_model name or preset plus field overrides; `model: vit_lite_tiny` is shorthand."""
+
+    preset: str | None = None  # None: the dataset's default backbone (DatasetBundle.default_model)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"preset": data} if isinstance(data, str) else data
+
+    @field_validator("preset")
+    @classmethod
+    def _known(cls, preset: str | None) -> str | None:
+        if preset is not None and preset not in KNOWN_MODELS:
+            raise ValueError(f"unknown model '{preset}'; known models: {', '.join(KNOWN_MODELS)}")
+        return preset
+
+    @field_validator("overrides")
+    @classmethod
+    def _not_reserved(cls, overrides: dict[str, Any]) -> dict[str, Any]:
+        reserved = sorted(_RESERVED_MODEL_FIELDS & overrides.keys())
+        if reserved:
+            raise ValueError(f"model overrides may not set {reserved}: the study's methods choose the norm")
+        return overrides
+
+
+class SchedulerSpec(_Strict):
+    """Early stopping of tuning trials: `asha` (Ray Tune ASHAScheduler) or `none`; `scheduler: asha` works."""
+
+    type: Literal["asha", "none"] = "none"
+    grace_period: int = Field(1, ge=1)  # epochs every trial runs before ASHA may stop it
+    reduction_factor: float = Field(3.0, gt=1.0)  # ASHA keeps 1/reduction_factor of trials per rung
+    max_t: int | None = Field(None, ge=1)  # None: the budget's epochs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"type": data} if isinstance(data, str) else data
+
+
+class Budget(_Strict):
+    """Training budget of every trial."""
+
+    epochs: int = Field(10, ge=1)
+    batch_size: int = Field(128, ge=1, le=65_536)
+    warmup_epochs: int = Field(0, ge=0)  # linear warmup before the cosine schedule
+
+    @model_validator(mode="after")
+    def _warmup_inside(self) -> Budget:
+        if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
+            raise ValueError(f"warmup_epochs ({self.warmup_epochs}) must be below epochs ({self.epochs})")
+        return self
+
+
+class Resources(_Strict):
+    """Resources Ray reserves for one trial; gpu is a fraction so small trials can share a device."""
+
+    cpu: float = Field(1.0, gt=0, le=256)
+    gpu: float = Field(0.0, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of a grid study: `label` names the grid knobs' values (the results-table group)."""
+
+    label: str
+    knobs: dict[str, Scalar]
+
+
+# ------------------------------------------------------------------------------------------ the spec
+
+
+class StudySpec(_Strict):
+    """A study: which methods to compare on which dataset, how to tune them and on which seeds."""
+
+    name: str = Field(min_length=1, max_length=120)
+    description: str | None = Field(None, max_length=4000)
+    dataset: str
+    kind: Literal["compare", "grid"] = "compare"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    methods: list[str] = Field(min_length=1)
+    # Knob distributions shared by every method; each knob must apply to every method.
+    search: dict[str, Distribution] = Field(default_factory=dict)
+    # Per-method knobs, added to (and overriding) `search` for that method only.
+    method_search: dict[str, dict[str, Distribution]] = Field(default_factory=dict)
+    # Tuning trials per method (kind: compare); a mapping gives each method its own count.
+    num_samples: int | dict[str, int] = 8
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    # Seeds of the final phase (or of every grid point): replicates, the same for every method.
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    split_seed: int = Field(0, ge=0)  # fixes the train/val split for every trial of the study
+    budget: Budget = Field(default_factory=Budget)
+    resources: Resources = Field(default_factory=Resources)
+    max_failures: int = Field(1, ge=0, le=10)  # retries per trial after a crash
+    reference_method: str | None = None  # None: frozen_ln when compared, else the first method
+    paper_numbers: dict[str, float] = Field(default_factory=dict)  # the paper's reported value per method
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, name: str) -> str:
+        if not name.strip():
+            raise ValueError("name must not be blank")
+        return name.strip()
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, dataset: str) -> str:
+        if dataset not in KNOWN_DATASETS:
+            raise PydanticCustomError(
+                "unknown_dataset",
+                "unknown dataset '{dataset}'; known datasets: {known}",
+                {"dataset": dataset, "known": ", ".join(KNOWN_DATASETS)},
+            )
+        return dataset
+
+    @field_validator("methods")
+    @classmethod
+    def _known_unique_methods(cls, methods: list[str]) -> list[str]:
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise PydanticCustomError(
+                "unknown_method",
+                "unknown method(s) {unknown}; known methods: {known}",
+                {"unknown": ", ".join(unknown), "known": ", ".join(METHODS)},
+            )
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"methods must be unique, got {methods}")
+        return methods
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search_shorthand(cls, space: Any) -> Any:
+        return _scalar_shorthand(space)
+
+    @field_validator("method_search", mode="before")
+    @classmethod
+    def _method_search_shorthand(cls, spaces: Any) -> Any:
+        if not isinstance(spaces, Mapping):
+            return spaces
+        return {m: _scalar_shorthand(space) for m, space in spaces.items()}
+
+    @field_validator("num_samples")
+    @classmethod
+    def _positive_samples(cls, num_samples: int | dict[str, int]) -> int | dict[str, int]:
+        counts = num_samples.values() if isinstance(num_samples, dict) else [num_samples]
+        if any(c < 1 for c in counts):
+            raise ValueError(f"num_samples must be at least 1, got {num_samples}")
+        return num_samples
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be unique (they are replicates), got {seeds}")
+        if any(s < 0 or s >= 2**32 for s in seeds):
+            raise ValueError("seeds must lie in [0, 2**32)")
+        return seeds
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> StudySpec:
+        # Cross-field rules, all collected so one response lists every problem with its field path.
+        errors: list[InitErrorDetails] = []
+
+        def fail(loc: tuple[str | int, ...], kind: str, message: str, value: Any) -> None:
+            errors.append(InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value))
+
+        family = _DATASET_FAMILY[self.dataset]
+        if self.model.preset is not None:
+            prefix = next(p for p in _MODEL_FAMILY_PREFIX if self.model.preset.startswith(p))
+            model_family = _MODEL_FAMILY_PREFIX[prefix]
+            if model_family is not None and model_family != family:
+                fail(
+                    ("model", "preset"),
+                    "model_dataset_mismatch",
+                    f"model '{self.model.preset}' is a {model_family} backbone but dataset '{self.dataset}' "
+                    f"holds {family} data; use {_FAMILY_MODELS[family]}",
+                    self.model.preset,
+                )
+
+        for knob_name, dist in self.search.items():
+            self._check_knob(("search", knob_name), knob_name, dist, self.methods, fail)
+        for method, space in self.method_search.items():
+            if method not in self.methods:
+                fail(
+                    ("method_search", method),
+                    "method_not_in_study",
+                    f"method_search names '{method}', which is not in methods {self.methods}",
+                    method,
+                )
+                continue
+            for knob_name, dist in space.items():
+                self._check_knob(("method_search", method, knob_name), knob_name, dist, [method], fail)
+
+        if isinstance(self.num_samples, dict):
+            for method in self.num_samples.keys() - set(self.methods):
+                fail(("num_samples", method), "method_not_in_study", f"'{method}' is not in methods", method)
+            for method in self.methods:
+                if method not in self.num_samples:
+                    fail(
+                        ("num_samples",), "missing_method", f"num_samples has no entry for '{method}'", method
+                    )
+
+        if self.kind == "grid":
+            if "num_samples" in self.model_fields_set:
+                fail(
+                    ("num_samples",),
+                    "not_for_grid",
+                    "num_samples does not apply to kind: grid (every grid point runs on every seed)",
+                    self.num_samples,
+                )
+            if self.scheduler.type != "none":
+                fail(
+                    ("scheduler",),
+                    "not_for_grid",
+                    "kind: grid runs every point to the end; an early-stopping scheduler needs kind: compare",
+                    self.scheduler.type,
+                )
+        max_t = self.scheduler.max_t or self.budget.epochs
+        if self.scheduler.max_t is not None and self.scheduler.max_t > self.budget.epochs:
+            fail(
+                ("scheduler", "max_t"),
+                "over_budget",
+                f"scheduler.max_t ({max_t}) exceeds budget.epochs ({self.budget.epochs})",
+                max_t,
+            )
+        if self.scheduler.type == "asha" and self.scheduler.grace_period > max_t:
+            fail(
+                ("scheduler", "grace_period"),
+                "over_budget",
+                f"scheduler.grace_period ({self.scheduler.grace_period}) exceeds the {max_t} epochs a trial runs",
+                self.scheduler.grace_period,
+            )
+
+        if self.reference_method is not None and self.reference_method not in self.methods:
+            fail(
+                ("reference_method",),
+                "method_not_in_study",
+                f"reference_method '{self.reference_method}' is not in methods {self.methods}",
+                self.reference_method,
+            )
+        for method in self.paper_numbers:
+            if method not in self.methods:
+                fail(
+                    ("paper_numbers", method), "method_not_in_study", f"'{method}' is not in methods", method
+                )
+
+        limits = (info.context or {}).get("limits") if info.context else None
+        if not errors and limits is not None:
+            self._check_limits(limits, fail)
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def _check_knob(self, loc, knob_name: str, dist: Distribution, methods: Iterable[str], fail) -> None:
+        knob = KNOBS.get(knob_name)
+        if knob is None:
+            fail(
+                loc, "unknown_knob", f"unknown knob '{knob_name}'; known knobs: {', '.join(KNOBS)}", knob_name
+            )
+            return
+        for method in methods:
+            if not knob.applies_to(method):
+                assert knob.methods is not None
+                hint = ""
+                if loc[0] == "search":
+                    hint = f"; move it under method_search.{knob.methods[0]}"
+                fail(
+                    loc,
+                    "knob_not_applicable",
+                    f"knob '{knob_name}' does not apply to method '{method}' "
+                    f"(it applies to {', '.join(knob.methods)} only){hint}",
+                    knob_name,
+                )
+                return
+        problem = _check_distribution(knob, dist)
+        if problem is not None:
+            fail(loc, "knob_out_of_range", problem, dist.model_dump())
+        elif self.kind == "compare" and isinstance(dist, Grid):
+            fail(
+                loc,
+                "grid_in_compare",
+                f"knob '{knob_name}': grid distributions belong to kind: grid studies; "
+                "use type: choice to let the tuner pick",
+                dist.model_dump(),
+            )
+        elif self.kind == "grid" and not isinstance(dist, (Grid, Fixed)):
+            fail(
+                loc,
+                "random_in_grid",
+                f"knob '{knob_name}': kind: grid runs listed points only; "
+                f"a {dist.type} distribution needs a tuner (kind: compare), use type: grid",
+                dist.model_dump(),
+            )
+
+    def _check_limits(self, limits: StudyLimits, fail) -> None:
+        if self.budget.epochs > limits.max_epochs:
+            fail(
+                ("budget", "epochs"),
+                "over_limit",
+                f"budget.epochs is {self.budget.epochs} but this server allows at most "
+                f"{limits.max_epochs} epochs per trial (NORMLAB_MAX_EPOCHS)",
+                self.budget.epochs,
+            )
+        if len(self.seeds) > limits.max_seeds:
+            fail(
+                ("seeds",),
+                "over_limit",
+                f"the study lists {len(self.seeds)} seeds but this server allows at most "
+                f"{limits.max_seeds} (NORMLAB_MAX_SEEDS)",
+                len(self.seeds),
+            )
+        planned = self.planned_trials()
+        if planned > limits.max_trials:
+            phases = " + ".join(f"{phase} {n}" for phase, n in self.planned_trials_by_phase().items())
+            fail(
+                ("num_samples",) if self.kind == "compare" else ("search",),
+                "over_limit",
+                f"the study plans {planned} trials ({phases}) but this server allows at most "
+                f"{limits.max_trials} per study (NORMLAB_MAX_TRIALS); reduce num_samples, methods, "
+                "grid points or seeds",
+                planned,
+            )
+
+    # --------------------------------------------------------------------------- helpers for the driver
+
+    @property
+    def reference(self) -> str:
+        """The method others are compared against: reference_method, else frozen_ln, else the first."""
+        if self.reference_method is not None:
+            return self.reference_method
+        return "frozen_ln" if "frozen_ln" in self.methods else self.methods[0]
+
+    def search_space_for(self, method: str) -> dict[str, Distribution]:
+        """The knob distributions of one method: `search` overlaid with `method_search[method]`."""
+        if method not in self.methods:
+            raise KeyError(f"method '{method}' is not in this study's methods {self.methods}")
+        return {**self.search, **self.method_search.get(method, {})}
+
+    def num_samples_for(self, method: str) -> int:
+        if method not in self.methods:
+            raise KeyError(f"method '{method}' is not in this study's methods {self.methods}")
+        return self.num_samples[method] if isinstance(self.num_samples, dict) else self.num_samples
+
+    def grid_points(self, method: str) -> list[GridPoint]:
+        """Every grid point of a method (kind: grid), in a stable order; fixed knobs ride along."""
+        if self.kind != "grid":
+            raise ValueError("grid_points applies to kind: grid studies")
+        space = self.search_space_for(method)
+        grid_knobs = [k for k, d in space.items() if isinstance(d, Grid)]
+        fixed = {k: _points(d)[0] for k, d in space.items() if isinstance(d, Fixed)}
+        points = []
+        for combo in itertools.product(*(_points(space[k]) for k in grid_knobs)):
+            values = dict(zip(grid_knobs, combo, strict=True))
+            label = ",".join(f"{k}={v}" for k, v in values.items()) or "base"
+            points.append(GridPoint(label=label, knobs={**fixed, **values}))
+        return points
+
+    def planned_trials_by_phase(self) -> dict[str, int]:
+        if self.kind == "grid":
+            return {"grid": sum(len(self.grid_points(m)) for m in self.methods) * len(self.seeds)}
+        return {
+            "tune": sum(self.num_samples_for(m) for m in self.methods),
+            "final": len(self.methods) * len(self.seeds),
+        }
+
+    def planned_trials(self) -> int:
+        """How many trials the study runs in all phases together (ASHA-stopped trials included)."""
+        return sum(self.planned_trials_by_phase().values())
+
+
+# ---------------------------------------------------------------------------------------- loading
+
+
+class SpecFormatError(ValueError):
+    """The spec text is not a readable JSON or YAML mapping."""
+
+
+class UnsupportedContentTypeError(SpecFormatError):
+    """The spec came with a content type that is neither JSON nor YAML."""
+
+
+class _SpecYamlLoader(yaml.SafeLoader):
+    """Safe YAML that rejects duplicate keys and reads `1e-3` as a float (YAML 1.1 would keep a string)."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        keys = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            keys.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_SpecYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _media_type(content_type: str | None) -> str | None:
+    if content_type is None:
+        return None
+    return content_type.split(";")[0].strip().lower() or None
+
+
+def parse_spec_text(text: str, content_type: str | None = None) -> dict[str, Any]:
+    """Parse JSON (application/json, *+json) or YAML (yaml types, text/plain or no type) into a mapping."""
+    media = _media_type(content_type)
+    is_json = media is not None and (media in JSON_CONTENT_TYPES or media.endswith("+json"))
+    if not is_json and media not in YAML_CONTENT_TYPES | {None, "text/plain"}:
+        raise UnsupportedContentTypeError(
+            f"unsupported content type '{media}': send the spec as application/json or application/yaml"
+        )
+    try:
+        data = json.loads(text) if is_json else yaml.load(text, Loader=_SpecYamlLoader)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecFormatError(f"the spec is not valid {'JSON' if is_json else 'YAML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecFormatError(
+            f"a study spec is a mapping of fields (name, dataset, methods, ...), got {type(data).__name__}"
+        )
+    return data
+
+
+def load_spec(
+    source: str | Path, content_type: str | None = None, *, limits: StudyLimits | None = None
+) -> StudySpec:
+    """Read a spec from a path or from JSON/YAML text; `limits` (from the service settings) caps its size.
+
+    Raises SpecFormatError for unreadable text and pydantic.ValidationError (with field paths) for an
+    invalid spec.
+    """
+    if isinstance(source, Path) or (
+        "\n" not in source and source.endswith((".yaml", ".yml", ".json")) and Path(source).is_file()
+    ):
+        path = Path(source)
+        text = path.read_text(encoding="utf-8")
+        if content_type is None:
+            content_type = "application/json" if path.suffix == ".json" else "application/yaml"
+    else:
+        text = source
+    data = parse_spec_text(text, content_type)
+    return StudySpec.model_validate(data, context={"limits": limits} if limits is not None else None)
