@@ -1,0 +1,119 @@
+"""The embedded stack `make run` starts on one machine: an MLflow server and a Ray head, on loopback.
+
+The same functions start the stack in the end-to-end tests, so what is tested is what users run.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from service.processes import ManagedProcess, venv_executable
+
+__all__ = ["ensure_ray_token", "mlflow_server", "ray_auth_env", "ray_head"]
+
+
+def ensure_ray_token(data_dir: Path, configured: str | None = None) -> str:
+    """Ray's cluster token: the configured one, else one generated once and kept (0600) in the data dir."""
+    if configured:
+        return configured
+    path = data_dir / "ray_auth_token"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token)
+    return token
+
+
+def ray_auth_env(token: str) -> dict[str, str]:
+    """Token authentication stays on (Ray's default for local clusters since 2.59)."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+
+
+def mlflow_server(
+    *, data_dir: Path, host: str, port: int, backend_store_uri: str | None = None, workers: int = 1
+) -> ManagedProcess:
+    backend = backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}"
+    artifacts = data_dir / "mlartifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    argv = [
+        venv_executable("mlflow"),
+        "server",
+        "--backend-store-uri",
+        backend,
+        "--artifacts-destination",
+        str(artifacts),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    return ManagedProcess(
+        name="mlflow",
+        argv=argv,
+        log_path=data_dir / "logs" / "mlflow.log",
+        health_url=f"http://{host}:{port}/health",
+    )
+
+
+def ray_head(
+    *,
+    data_dir: Path,
+    token: str,
+    gcs_port: int,
+    dashboard_port: int,
+    dashboard_agent_listen_port: int,
+    client_server_port: int,
+    min_worker_port: int,
+    max_worker_port: int,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    temp_dir: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> ManagedProcess:
+    """`ray start --head --block`: SIGTERM to it takes the whole local cluster down cleanly.
+
+    Ports are explicit because Redis (and other services) often hold Ray's defaults (6379).
+    """
+    argv = [
+        venv_executable("ray"),
+        "start",
+        "--head",
+        f"--port={gcs_port}",
+        "--node-ip-address=127.0.0.1",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        f"--dashboard-agent-listen-port={dashboard_agent_listen_port}",
+        f"--ray-client-server-port={client_server_port}",
+        f"--min-worker-port={min_worker_port}",
+        f"--max-worker-port={max_worker_port}",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    if num_cpus is not None:
+        argv.append(f"--num-cpus={num_cpus}")
+    if num_gpus is not None:
+        argv.append(f"--num-gpus={num_gpus}")
+    # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
+    argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
+    # Jobs run `python -m workers.driver`: put this environment's interpreter first on their PATH.
+    env = {
+        **ray_auth_env(token),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(extra_env or {}),
+    }
+    return ManagedProcess(
+        name="ray-head",
+        argv=argv,
+        env=env,
+        log_path=data_dir / "logs" / "ray-head.log",
+        health_url=f"http://127.0.0.1:{dashboard_port}/api/version",
+        health_headers={"Authorization": f"Bearer {token}"},
+    )

@@ -1,0 +1,129 @@
+"""Child processes the launcher supervises (MLflow server, Ray head): start, wait healthy, stop.
+
+Kept free of FastAPI so the end-to-end tests start exactly the processes `make run` starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ManagedProcess", "ProcessStartError", "free_port", "http_ok", "venv_executable", "wait_until"]
+
+
+class ProcessStartError(RuntimeError):
+    """A supervised process died or never became healthy; the message carries its log tail."""
+
+
+def venv_executable(name: str) -> str:
+    """The console script next to the running interpreter, so `make run` never picks a foreign install."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise ProcessStartError(f"`{name}` is not installed in this environment: run `make install`.")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_ok(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> bool:
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@dataclass
+class ManagedProcess:
+    """One long-running child with its own log file and process group (so Ctrl-C reaches us, not it)."""
+
+    name: str
+    argv: Sequence[str]
+    log_path: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    health_url: str | None = None
+    health_headers: Mapping[str, str] = field(default_factory=dict)
+    stop_argv: Sequence[str] | None = None  # e.g. `ray stop` for daemons that fork away
+    _popen: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it for its lifetime
+        self._popen = subprocess.Popen(
+            list(self.argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+        )
+        if self.health_url is None:
+            code = self._popen.wait(timeout=timeout)
+            if code != 0:
+                raise ProcessStartError(f"{self.name} exited with {code}:\n{self.log_tail()}")
+            return
+        healthy = wait_until(self._healthy_or_dead, timeout=timeout)
+        if not healthy or not self.alive:
+            self.stop()
+            raise ProcessStartError(f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}")
+
+    def _healthy_or_dead(self) -> bool:
+        assert self.health_url is not None
+        return (not self.alive) or http_ok(self.health_url, headers=self.health_headers)
+
+    @property
+    def alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self, *, timeout: float = 30.0) -> None:
+        if self.stop_argv is not None:
+            subprocess.run(
+                list(self.stop_argv),
+                env={**os.environ, **self.env},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=timeout * 2,
+                check=False,
+            )
+        if self._popen is None or self._popen.poll() is not None:
+            return
+        try:
+            os.killpg(self._popen.pid, signal.SIGTERM)
+            self._popen.wait(timeout=timeout)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self._popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,93 @@
+"""A Ray Tune callback that writes every finished trial to the study database as it finishes."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+from ray.tune import Callback
+from sqlalchemy.engine import Engine
+
+from service.store import record_trial, session_scope
+from workers.driver.trial_keys import flatten_trial_config, trial_key_for
+
+__all__ = ["TrialRecorder", "numeric_metrics"]
+
+log = logging.getLogger(__name__)
+
+# Keys of the trial config that are plumbing, not the trial's scientific configuration.
+_PLUMBING = {"mlflow_tracking_uri", "mlflow_experiment_id", "mlflow_parent_run_id", "data_root", "num_threads"}
+
+
+def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
+    """The finite numbers of a Tune result (Tune adds bookkeeping such as `config`, timestamps, ids)."""
+    out: dict[str, float] = {}
+    for key, value in (result or {}).items():
+        if isinstance(value, bool):
+            out[key] = float(value)
+        elif isinstance(value, (int, float)) and math.isfinite(float(value)):
+            out[key] = float(value)
+    return out
+
+
+class TrialRecorder(Callback):
+    """Records each trial once it completes or errors; record_trial upserts by key, so repeats are harmless."""
+
+    def __init__(self, engine: Engine, *, metric_key: str, mlflow: MlflowClient | None, experiment_id: str):
+        self.engine = engine
+        self.metric_key = metric_key  # e.g. test_accuracy (final/grid) or objective (tune)
+        self.mlflow = mlflow
+        self.experiment_id = experiment_id
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._record(trial, status="running", error=None)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._record(trial, status="succeeded", error=None)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        error = trial.get_error()
+        self._record(trial, status="failed", error=str(error) if error else "trial failed (no error recorded)")
+
+    def _record(self, trial, *, status: str, error: str | None) -> None:
+        config = flatten_trial_config(trial.config)
+        key = trial_key_for(config, trial.trial_id)
+        metrics = numeric_metrics(trial.last_result)
+        value = metrics.get(self.metric_key) if status == "succeeded" else None
+        if status == "succeeded" and value is None:
+            status, error = "failed", f"trial finished without reporting {self.metric_key}"
+        scientific = {k: v for k, v in config.items() if k not in _PLUMBING}
+        try:
+            with session_scope(self.engine) as session:
+                record_trial(
+                    session,
+                    study_id=config["study_id"],
+                    trial_key=key,
+                    phase=config["phase"],
+                    method=config["method"],
+                    config=scientific,
+                    seed=int(config["seed"]),
+                    status=status,
+                    metrics=metrics,
+                    metric_value=value,
+                    mlflow_run_id=self._mlflow_run_id(key) if status != "running" else None,
+                    error=error,
+                    group=config.get("group"),
+                )
+        except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
+            log.exception("could not record trial %s", key)
+
+    def _mlflow_run_id(self, trial_key: str) -> str | None:
+        if self.mlflow is None:
+            return None
+        try:
+            runs = self.mlflow.search_runs(
+                [self.experiment_id], filter_string=f"tags.`normlab.trial_key` = '{trial_key}'", max_results=1
+            )
+        except Exception as exc:
+            log.warning("MLflow lookup for %s failed: %s", trial_key, exc)
+            return None
+        return runs[0].info.run_id if runs else None

@@ -1,0 +1,218 @@
+"""Run one study on the Ray cluster: tune each method, then re-run the winners on shared seeds.
+
+Phase 1 (`compare` only): per method, Ray Tune + OptunaSearch over that method's knobs on the
+validation split (seed fixed to the first declared seed: seeds are replicates, never searched).
+Phase 2: each method's best config on EVERY declared seed, on the test split, so the comparison is
+paired. `grid` studies run every grid point x seed instead. Every finished trial is written to the
+database by TrialRecorder as it finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from mlflow.tracking import MlflowClient
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+from sqlalchemy.engine import Engine
+
+from service.store import get_study, session_scope, set_study_runtime, set_study_status
+from studies.spec import StudySpec
+from workers.driver.parent_run import ensure_parent_run
+from workers.driver.recorder import TrialRecorder
+from workers.driver.search_space import has_searchable_knobs, to_tune_space
+from workers.driver.trainable_entry import study_trial
+from workers.driver.trial_keys import VARIANT_KEY
+
+__all__ = ["DriverContext", "run_study"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DriverContext:
+    engine: Engine
+    mlflow_tracking_uri: str
+    results_dir: Path  # Tune experiment storage: lets a restarted driver resume its sweeps
+    data_root: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str  # accuracy | rmse | perplexity
+    higher_is_better: bool
+
+    @property
+    def mode(self) -> str:
+        return "max" if self.higher_is_better else "min"
+
+
+def dataset_metric(dataset: str) -> MetricInfo:
+    from workers.data import DATASETS
+
+    info = DATASETS[dataset]
+    return MetricInfo(name=info.metric, higher_is_better=info.higher_is_better)
+
+
+def run_study(study_id: str, ctx: DriverContext) -> None:
+    """Drive a study to a terminal status; any exception marks it failed with the traceback."""
+    with session_scope(ctx.engine) as session:
+        study = get_study(session, study_id=study_id)
+    if study.status in ("succeeded", "failed", "cancelled"):
+        log.info("study %s is already %s; nothing to do", study_id, study.status)
+        return
+    try:
+        spec = StudySpec.model_validate(study.spec)
+        with session_scope(ctx.engine) as session:
+            set_study_status(session, study_id=study_id, status="running")
+        _run(study_id, spec, ctx)
+    except Exception:
+        error = traceback.format_exc(limit=20)
+        log.error("study %s failed:\n%s", study_id, error)
+        with session_scope(ctx.engine) as session:
+            if get_study(session, study_id=study_id).status == "running":
+                set_study_status(session, study_id=study_id, status="failed", error=error[-8000:])
+        raise
+    with session_scope(ctx.engine) as session:
+        if get_study(session, study_id=study_id).status == "running":
+            set_study_status(session, study_id=study_id, status="succeeded")
+
+
+def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
+    if not ray.is_initialized():
+        ray.init(address="auto", log_to_driver=False)
+    client = MlflowClient(ctx.mlflow_tracking_uri)
+    parent = ensure_parent_run(
+        client, study_id=study_id, study_name=spec.name, dataset=spec.dataset, spec=spec.model_dump(mode="json")
+    )
+    with session_scope(ctx.engine) as session:
+        set_study_runtime(
+            session, study_id=study_id, mlflow_experiment_id=parent.experiment_id, mlflow_parent_run_id=parent.run_id
+        )
+    metric = dataset_metric(spec.dataset)
+    base = {
+        "study_id": study_id,
+        "dataset": spec.dataset,
+        "model": spec.model.preset,
+        "model_overrides": dict(spec.model.overrides),
+        "epochs": spec.budget.epochs,
+        "batch_size": spec.budget.batch_size,
+        "warmup_epochs": spec.budget.warmup_epochs,
+        "split_seed": spec.split_seed,
+        "num_threads": max(1, int(spec.resources.cpu)),
+        "data_root": ctx.data_root,
+        "mlflow_tracking_uri": ctx.mlflow_tracking_uri,
+        "mlflow_experiment_id": parent.experiment_id,
+        "mlflow_parent_run_id": parent.run_id,
+    }
+    status = "FINISHED"
+    try:
+        if spec.kind == "grid":
+            variants = [
+                {"method": m, "group": point.label, "knobs": dict(point.knobs), "seed": seed}
+                for m in spec.methods
+                for point in spec.grid_points(m)
+                for seed in spec.seeds
+            ]
+            _run_variants(spec, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent)
+        else:
+            best = {m: _tune_method(spec, ctx, base, m, metric=metric, client=client, parent=parent) for m in spec.methods}
+            variants = [{"method": m, "knobs": best[m], "seed": seed} for m in spec.methods for seed in spec.seeds]
+            _run_variants(spec, ctx, base, variants, phase="final", metric=metric, client=client, parent=parent)
+    except BaseException:
+        status = "FAILED"
+        raise
+    finally:
+        try:
+            client.set_terminated(parent.run_id, status=status)
+        except Exception as exc:
+            log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def _trainable(spec: StudySpec):
+    return tune.with_resources(study_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+
+
+def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
+    """A new Tuner, or the interrupted one restored from its storage (driver restarted mid-phase)."""
+    if tune.Tuner.can_restore(str(path)):
+        log.info("resuming the Tune experiment at %s", path)
+        return tune.Tuner.restore(str(path), trainable, resume_errored=True, param_space=kwargs.get("param_space"))
+    return tune.Tuner(trainable, **kwargs)
+
+
+def _tune_method(spec: StudySpec, ctx: DriverContext, base: dict[str, Any], method: str, *, metric, client, parent):
+    """Phase 1 for one method; returns the best knob values (fixed knobs included)."""
+    space = spec.search_space_for(method)
+    searchable = has_searchable_knobs(space)
+    if not searchable:
+        return {k: d.value for k, d in space.items()}  # nothing to tune: skip straight to the final phase
+    param_space = {
+        **base,
+        "method": method,
+        "phase": "tune",
+        "seed": spec.seeds[0],
+        "eval_split": "val",
+        "knobs": to_tune_space(space),
+    }
+    scheduler = None
+    if spec.scheduler.type == "asha":
+        scheduler = ASHAScheduler(
+            time_attr="epoch",
+            max_t=spec.scheduler.max_t or spec.budget.epochs,
+            grace_period=spec.scheduler.grace_period,
+            reduction_factor=spec.scheduler.reduction_factor,
+        )
+    import optuna
+
+    searcher = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seeds[0]))
+    name = f"tune-{method}"
+    tuner = _tuner(
+        ctx.results_dir / name,
+        _trainable(spec),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric="objective",
+            mode=metric.mode,
+            num_samples=spec.num_samples_for(method),
+            search_alg=searcher,
+            scheduler=scheduler,
+        ),
+        run_config=_run_config(spec, ctx, name, metric_key="objective", client=client, parent=parent),
+    )
+    results = tuner.fit()
+    best = results.get_best_result(metric="objective", mode=metric.mode, scope="last")
+    if best is None or best.config is None:
+        raise RuntimeError(f"no tuning trial of method {method} reported a finite objective")
+    return dict(best.config["knobs"])
+
+
+def _run_variants(spec, ctx, base, variants, *, phase: str, metric, client, parent) -> None:
+    """Final or grid phase: every variant (method, knobs, seed[, group]) runs to the end on the test split."""
+    param_space = {**base, "phase": phase, "eval_split": "test", VARIANT_KEY: tune.grid_search(variants)}
+    name = f"{phase}"
+    tuner = _tuner(
+        ctx.results_dir / name,
+        _trainable(spec),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(num_samples=1),
+        run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", client=client, parent=parent),
+    )
+    tuner.fit()
+
+
+def _run_config(spec: StudySpec, ctx: DriverContext, name: str, *, metric_key: str, client, parent) -> tune.RunConfig:
+    return tune.RunConfig(
+        name=name,
+        storage_path=str(ctx.results_dir),
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[TrialRecorder(ctx.engine, metric_key=metric_key, mlflow=client, experiment_id=parent.experiment_id)],
+        verbose=1,
+    )
