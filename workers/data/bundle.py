@@ -1,0 +1,84 @@
+"""Value objects the registry hands out: what a dataset is (DatasetInfo) and its tensors (DatasetBundle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from torch.utils.data import TensorDataset
+
+__all__ = ["IGNORE_INDEX", "DatasetBundle", "DatasetInfo", "Metric", "Task"]
+
+Task = Literal[
+    "image_classification",
+    "token_classification",
+    "sequence_classification",
+    "language_modeling",
+    "regression",
+]
+Metric = Literal["accuracy", "rmse", "perplexity"]
+
+# Label of padded token positions (token classification, language modelling): torch's cross-entropy default.
+IGNORE_INDEX = -100
+
+_HIGHER_IS_BETTER: dict[str, bool] = {"accuracy": True, "rmse": False, "perplexity": False}
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Registry entry: the facts about a dataset that need no data on disk."""
+
+    name: str
+    task: Task
+    metric: Metric
+    description: str
+    # Name of the dataset this one stands in for (e.g. digits -> mnist); None for the real thing.
+    stand_in_for: str | None = None
+    # Human-readable list of where the data comes from, in resolution order after the cache.
+    sources: tuple[str, ...] = ()
+
+    @property
+    def higher_is_better(self) -> bool:
+        return _HIGHER_IS_BETTER[self.metric]
+
+
+@dataclass(frozen=True)
+class DatasetBundle:
+    """Ready-to-train splits of one dataset plus what build_model needs to fit it.
+
+    The tensors are shared by every caller in the process (get_dataset memoises): treat them as read-only.
+    Each split is a TensorDataset, so `.tensors` gives the whole (x, y) pair for fast batching.
+    """
+
+    name: str
+    task: Task
+    metric: Metric
+    higher_is_better: bool
+    train: TensorDataset
+    val: TensorDataset
+    test: TensorDataset
+    # Corruption name -> corrupted test set (cifar10_c and its stand-ins); empty for most datasets.
+    eval_sets: dict[str, TensorDataset]
+    # Task fields for models.build_model (image_size/in_channels/num_classes, vocab_size/max_len/..., ...).
+    model_fields: dict[str, Any]
+    # Preset name (vit_lite_* / encoder_* / tabular_*) sized for this dataset.
+    default_model: str
+    # Regression: standard deviation of the training targets; multiply a standardised RMSE by it to
+    # report RMSE in the original units. 1.0 for other tasks.
+    target_std: float = 1.0
+    stand_in_for: str | None = None
+    split_seed: int = 0
+    # Where the raw arrays came from: "cache:<path>", "offline:<path>" or "download:<source>".
+    source: str = ""
+    # Indices of each split into its source pool; `pools[split]` names the pool ("train" or "test" when the
+    # dataset ships an official test set, "all" when the three splits are carved from one pool).
+    split_indices: dict[str, Any] = field(default_factory=dict)
+    pools: dict[str, str] = field(default_factory=dict)
+    # Class names (labels, POS tags) and the word vocabulary (index = id) where they exist.
+    class_names: tuple[str, ...] | None = None
+    vocab: tuple[str, ...] | None = None
+    ignore_index: int = IGNORE_INDEX
+
+    def sizes(self) -> dict[str, int]:
+        """Number of examples per split (language modelling: number of fixed-length blocks)."""
+        return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}

