@@ -1,0 +1,139 @@
+"""The one settings class: every knob of the service, read from the environment (or `.env`).
+
+Names follow the deployment conventions: `DATABASE_URL`, `MLFLOW_TRACKING_URI` and `RAY_ADDRESS` as the
+tools themselves spell them, everything else `NORMLAB_*` (e.g. `NORMLAB_API_PORT`). Every listener binds
+to loopback unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from studies.limits import StudyLimits
+
+__all__ = ["Settings", "get_settings"]
+
+_LOOPBACK = "127.0.0.1"
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="NORMLAB_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # Where the SQLite database, the API token, MLflow's store and the dataset cache live.
+    data_dir: Path = Field(Path("~/.normlab"), validation_alias=_env("NORMLAB_DATA_DIR"))
+
+    # Metadata database; None -> SQLite file `normlab.db` under data_dir. PostgreSQL:
+    # postgresql+psycopg://user:password@host:5432/db
+    database_url: str | None = Field(None, validation_alias=_env("DATABASE_URL", "NORMLAB_DATABASE_URL"))
+    auto_migrate: bool = True  # run Alembic migrations to head when the API starts
+
+    # MLflow tracking server; None -> http://{mlflow_host}:{mlflow_port}.
+    mlflow_tracking_uri: str | None = Field(
+        None, validation_alias=_env("MLFLOW_TRACKING_URI", "NORMLAB_MLFLOW_TRACKING_URI")
+    )
+    mlflow_host: str = _LOOPBACK  # where `normlab serve` binds the MLflow server it starts
+    mlflow_port: int = Field(5000, ge=1, le=65535)
+    mlflow_backend_store_uri: str | None = None  # None -> sqlite:///{data_dir}/mlflow.db
+    mlflow_artifacts_dir: Path | None = None  # None -> {data_dir}/mlartifacts
+
+    # Ray cluster for study jobs; None -> `normlab serve` starts a local head with the ports below.
+    ray_address: str | None = Field(None, validation_alias=_env("RAY_ADDRESS", "NORMLAB_RAY_ADDRESS"))
+    ray_host: str = _LOOPBACK  # node IP of the local head
+    ray_gcs_port: int = Field(6390, ge=1, le=65535)  # not Ray's 6379: Redis often holds that port
+    ray_dashboard_host: str = _LOOPBACK
+    ray_dashboard_port: int = Field(8265, ge=1, le=65535)  # also the Ray Jobs API
+    ray_dashboard_agent_listen_port: int = Field(52365, ge=1, le=65535)
+    ray_client_server_port: int = Field(10001, ge=1, le=65535)
+    ray_min_worker_port: int = Field(10002, ge=1, le=65535)
+    ray_max_worker_port: int = Field(10999, ge=1, le=65535)
+    ray_num_cpus: int | None = Field(None, ge=1)  # None: Ray detects the machine's CPUs
+    ray_num_gpus: int | None = Field(None, ge=0)
+    ray_temp_dir: Path | None = None  # None: Ray's default (/tmp/ray)
+    # Token for Ray's token authentication (on by default since Ray 2.60); None -> generated into the
+    # data dir on first run (service.auth.ensure_ray_auth_token).
+    ray_auth_token: SecretStr | None = None
+
+    # HTTP API.
+    api_host: str = _LOOPBACK
+    api_port: int = Field(8000, ge=1, le=65535)
+    api_url: str | None = None  # what the CLI calls; None -> http://{api_host}:{api_port}
+    # Bearer token for mutating endpoints; None -> generated into the data dir on first run.
+    api_token: SecretStr | None = None
+
+    # Limits that protect the cluster (checked when a study is submitted).
+    max_trials_per_study: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_TRIALS"))
+    max_seeds_per_study: int = Field(20, ge=1, validation_alias=_env("NORMLAB_MAX_SEEDS"))
+    max_epochs_per_trial: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_EPOCHS"))
+    max_spec_bytes: int = Field(256_000, ge=1024)  # larger POST bodies are refused before parsing
+
+    # Background loop (service.background): how often it looks for queued studies, how many run at once.
+    poll_interval_s: float = Field(2.0, gt=0)
+    max_running_studies: int = Field(1, ge=1)
+
+    log_level: str = "info"
+
+    @field_validator("data_dir", "mlflow_artifacts_dir", "ray_temp_dir")
+    @classmethod
+    def _expand_user(cls, path: Path | None) -> Path | None:
+        return None if path is None else path.expanduser()
+
+    @model_validator(mode="after")
+    def _derive_defaults(self) -> Settings:
+        # Derived here (not in properties) so every consumer reads one resolved value.
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{self.data_dir / 'normlab.db'}"
+        if self.mlflow_tracking_uri is None:
+            self.mlflow_tracking_uri = f"http://{self.mlflow_host}:{self.mlflow_port}"
+        if self.mlflow_backend_store_uri is None:
+            self.mlflow_backend_store_uri = f"sqlite:///{self.data_dir / 'mlflow.db'}"
+        if self.mlflow_artifacts_dir is None:
+            self.mlflow_artifacts_dir = self.data_dir / "mlartifacts"
+        if self.api_url is None:
+            self.api_url = f"http://{self.api_host}:{self.api_port}"
+        self.api_url = self.api_url.rstrip("/")
+        if self.ray_min_worker_port > self.ray_max_worker_port:
+            raise ValueError("ray_min_worker_port must not exceed ray_max_worker_port")
+        return self
+
+    @property
+    def study_limits(self) -> StudyLimits:
+        return StudyLimits(
+            max_trials=self.max_trials_per_study,
+            max_seeds=self.max_seeds_per_study,
+            max_epochs=self.max_epochs_per_trial,
+        )
+
+    @property
+    def ray_dashboard_url(self) -> str:
+        """The Ray Jobs API address: RAY_ADDRESS when it is an http(s) URL, else the local head's."""
+        if self.ray_address and self.ray_address.startswith(("http://", "https://")):
+            return self.ray_address.rstrip("/")
+        return f"http://{self.ray_dashboard_host}:{self.ray_dashboard_port}"
+
+    @property
+    def api_token_path(self) -> Path:
+        return self.data_dir / "api_token"
+
+    @property
+    def ray_auth_token_path(self) -> Path:
+        return self.data_dir / "ray_auth_token"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,164 @@
+"""Study records: create, read, list, and the ONE function that changes a study's status."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from service.store.errors import InvalidStatusTransitionError, StudyNotFoundError
+from service.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, StudyStatus, TrialStatus
+from service.store.tables import Study, Trial, utcnow
+from service.store.views import StudyProgress, StudyView
+from studies.spec import StudySpec
+
+__all__ = [
+    "create_study",
+    "get_study",
+    "list_studies",
+    "set_study_runtime",
+    "set_study_status",
+    "study_progress",
+]
+
+
+def create_study(session: Session, *, spec: StudySpec | Mapping[str, Any]) -> StudyView:
+    """Store a validated spec as a new QUEUED study (the background loop picks it up)."""
+    if not isinstance(spec, StudySpec):
+        spec = StudySpec.model_validate(spec)
+    now = utcnow()
+    row = Study(
+        id=uuid.uuid4().hex,
+        name=spec.name,
+        dataset=spec.dataset,
+        kind=spec.kind,
+        spec=spec.model_dump(mode="json"),
+        status=StudyStatus.QUEUED.value,
+        planned_trials=spec.planned_trials(),
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def get_study(session: Session, *, study_id: str) -> StudyView:
+    row = _get_row(session, study_id)
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def list_studies(
+    session: Session,
+    *,
+    status: StudyStatus | str | None = None,
+    dataset: str | None = None,
+    order: Literal["newest", "oldest"] = "newest",
+    limit: int | None = None,
+) -> list[StudyView]:
+    """Studies matching the filters; `order="oldest"` gives a queue (first submitted first)."""
+    query = select(Study)
+    if status is not None:
+        query = query.where(Study.status == StudyStatus(status).value)
+    if dataset is not None:
+        query = query.where(Study.dataset == dataset)
+    newest = order == "newest"
+    query = query.order_by(Study.created_at.desc() if newest else Study.created_at.asc(), Study.id)
+    if limit is not None:
+        query = query.limit(limit)
+    rows = list(session.scalars(query))
+    progress = _progress_for(session, rows)
+    return [StudyView.from_row(row, progress[row.id]) for row in rows]
+
+
+def set_study_status(
+    session: Session, *, study_id: str, status: StudyStatus | str, error: str | None = None
+) -> StudyView:
+    """Move a study to `status`: the only place a study's status changes.
+
+    queued -> running | cancelled | failed; running -> succeeded | failed | cancelled; finished states are
+    final. Asking for the current status is a no-op (so retries are idempotent); any other move raises
+    InvalidStatusTransitionError. `error` is kept with the status change (the reason a study failed).
+    """
+    target = StudyStatus(status)
+    row = _get_row(session, study_id, for_update=True)
+    current = StudyStatus(row.status)
+    if target == current:
+        return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+    if target not in ALLOWED_TRANSITIONS[current]:
+        raise InvalidStatusTransitionError(study_id, current.value, target.value)
+    now = utcnow()
+    row.status = target.value
+    row.updated_at = now
+    if error is not None:
+        row.error = error
+    if target == StudyStatus.RUNNING:
+        row.started_at = now
+    if target in TERMINAL_STATUSES:
+        row.finished_at = now
+    session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def set_study_runtime(
+    session: Session,
+    *,
+    study_id: str,
+    ray_job_id: str | None = None,
+    mlflow_experiment_id: str | None = None,
+    mlflow_parent_run_id: str | None = None,
+) -> StudyView:
+    """Record where a study runs (Ray job) and logs (MLflow); None leaves a field as it is."""
+    row = _get_row(session, study_id, for_update=True)
+    updates = {
+        "ray_job_id": ray_job_id,
+        "mlflow_experiment_id": mlflow_experiment_id,
+        "mlflow_parent_run_id": mlflow_parent_run_id,
+    }
+    for field, value in updates.items():
+        if value is not None:
+            setattr(row, field, value)
+    row.updated_at = utcnow()
+    session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def study_progress(session: Session, *, study_id: str) -> StudyProgress:
+    """Trials finished (by outcome) and running, against the trials the spec plans."""
+    row = _get_row(session, study_id)
+    return _progress_for(session, [row])[row.id]
+
+
+def _get_row(session: Session, study_id: str, *, for_update: bool = False) -> Study:
+    query = select(Study).where(Study.id == study_id)
+    if for_update:
+        query = query.with_for_update()  # PostgreSQL row lock; SQLite already holds BEGIN IMMEDIATE
+    row = session.scalars(query).one_or_none()
+    if row is None:
+        raise StudyNotFoundError(study_id)
+    return row
+
+
+def _progress_for(session: Session, rows: list[Study]) -> dict[str, StudyProgress]:
+    counts: dict[str, dict[str, int]] = {row.id: {} for row in rows}
+    if rows:
+        query = (
+            select(Trial.study_id, Trial.status, func.count())
+            .where(Trial.study_id.in_(list(counts)))
+            .group_by(Trial.study_id, Trial.status)
+        )
+        for study_id, status, n in session.execute(query):
+            counts[study_id][status] = n
+    return {
+        row.id: StudyProgress(
+            planned=row.planned_trials,
+            running=counts[row.id].get(TrialStatus.RUNNING.value, 0),
+            succeeded=counts[row.id].get(TrialStatus.SUCCEEDED.value, 0),
+            failed=counts[row.id].get(TrialStatus.FAILED.value, 0),
+            cancelled=counts[row.id].get(TrialStatus.CANCELLED.value, 0),
+        )
+        for row in rows
+    }

@@ -1,0 +1,125 @@
+"""Trial records: the driver upserts each trial by its trial_key, so re-recording it is harmless."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from service.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
+from service.store.status import Phase, TrialStatus
+from service.store.tables import Study, Trial, utcnow
+from service.store.views import TrialView
+
+__all__ = ["list_trials", "record_trial"]
+
+
+def record_trial(
+    session: Session,
+    *,
+    study_id: str,
+    trial_key: str,
+    phase: Phase | str,
+    method: str,
+    config: Mapping[str, Any],
+    seed: int | None,
+    status: TrialStatus | str,
+    metrics: Mapping[str, Any],
+    metric_value: float | None,
+    mlflow_run_id: str | None,
+    error: str | None = None,
+    group: str | None = None,
+) -> TrialView:
+    """Insert or update the trial named `trial_key` (last write wins; created_at is kept).
+
+    Non-finite floats (a diverged loss) are stored as null: JSON has no NaN and PostgreSQL refuses it.
+    """
+    phase_value = _domain(Phase, phase, "phase")
+    status_value = _domain(TrialStatus, status, "status")
+    if session.get(Study, study_id) is None:
+        raise StudyNotFoundError(study_id)
+    now = utcnow()
+    values = {
+        "study_id": study_id,
+        "trial_key": trial_key,
+        "phase": phase_value,
+        "method": method,
+        "group_label": group,
+        "config": _finite(dict(config)),
+        "seed": seed,
+        "status": status_value,
+        "metrics": _finite(dict(metrics)),
+        "metric_value": _finite(metric_value),
+        "mlflow_run_id": mlflow_run_id,
+        "error": error,
+        "created_at": now,
+        "updated_at": now,
+    }
+    dialect = session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(Trial).values(**values)
+    updated = {k: statement.excluded[k] for k in values if k not in ("trial_key", "study_id", "created_at")}
+    statement = statement.on_conflict_do_update(
+        index_elements=[Trial.trial_key],
+        set_=updated,
+        # A key owned by another study is left alone (and reported below), never silently moved.
+        where=Trial.study_id == statement.excluded.study_id,
+    )
+    session.execute(statement)
+    row = session.scalars(
+        select(Trial).where(Trial.trial_key == trial_key).execution_options(populate_existing=True)
+    ).one()
+    if row.study_id != study_id:
+        raise TrialKeyConflictError(trial_key, row.study_id, study_id)
+    return TrialView.from_row(row)
+
+
+def list_trials(
+    session: Session,
+    *,
+    study_id: str | None = None,
+    dataset: str | None = None,
+    phase: Phase | str | Sequence[Phase | str] | None = None,
+    status: TrialStatus | str | Sequence[TrialStatus | str] | None = None,
+) -> list[TrialView]:
+    """Trials matching every given filter, oldest first; `phase` and `status` accept one value or several."""
+    query = select(Trial)
+    if study_id is not None:
+        query = query.where(Trial.study_id == study_id)
+    if dataset is not None:
+        query = query.join(Study, Study.id == Trial.study_id).where(Study.dataset == dataset)
+    if phase is not None:
+        query = query.where(Trial.phase.in_([_domain(Phase, p, "phase") for p in _many(phase)]))
+    if status is not None:
+        query = query.where(Trial.status.in_([_domain(TrialStatus, s, "status") for s in _many(status)]))
+    query = query.order_by(Trial.created_at, Trial.id)
+    return [TrialView.from_row(row) for row in session.scalars(query)]
+
+
+def _many(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _domain(enum: type, value: Any, field: str) -> str:
+    try:
+        return enum(value).value
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        raise InvalidTrialError(f"trial {field} must be one of {allowed}, got {value!r}") from None
+
+
+def _finite(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalars (float32 is not a float) become plain Python numbers
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

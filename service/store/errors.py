@@ -1,0 +1,46 @@
+"""Domain errors raised by the store; service.errors maps them to HTTP status codes in one place."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidStatusTransitionError",
+    "InvalidTrialError",
+    "StoreError",
+    "StudyNotFoundError",
+    "TrialKeyConflictError",
+]
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+
+class StudyNotFoundError(StoreError, LookupError):
+    def __init__(self, study_id: str) -> None:
+        super().__init__(f"no study with id '{study_id}'")
+        self.study_id = study_id
+
+
+class InvalidStatusTransitionError(StoreError):
+    def __init__(self, study_id: str, current: str, requested: str) -> None:
+        final = (
+            " (a finished study keeps its final status)"
+            if current in ("succeeded", "failed", "cancelled")
+            else ""
+        )
+        super().__init__(f"study '{study_id}' is {current}; it cannot become {requested}{final}")
+        self.study_id = study_id
+        self.current = current
+        self.requested = requested
+
+
+class TrialKeyConflictError(StoreError):
+    def __init__(self, trial_key: str, owner_study_id: str, study_id: str) -> None:
+        super().__init__(
+            f"trial_key '{trial_key}' already belongs to study '{owner_study_id}', not '{study_id}'"
+        )
+        self.trial_key = trial_key
+
+
+class InvalidTrialError(StoreError, ValueError):
+    """A trial record with a value outside its domain (unknown phase or status)."""

@@ -1,0 +1,27 @@
+"""Alembic, driven from code: the migrations ship inside the package, no alembic.ini needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+from service.store.engine import normalize_database_url
+
+__all__ = ["MIGRATIONS_DIR", "alembic_config", "upgrade_database"]
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser treats % as interpolation; URLs carry %-escapes (passwords, options=-csearch_path%3D...).
+    config.set_main_option("sqlalchemy.url", normalize_database_url(database_url).replace("%", "%%"))
+    return config
+
+
+def upgrade_database(database_url: str, revision: str = "head") -> None:
+    """Create or migrate the schema to `revision` (idempotent: at head it does nothing)."""
+    command.upgrade(alembic_config(database_url), revision)

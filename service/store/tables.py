@@ -1,0 +1,98 @@
+"""SQLAlchemy tables: one row per study, one row per trial (keyed by the driver's idempotent trial_key).
+
+The Alembic revisions in service/migrations create exactly these tables; a test compares the two.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from service.store.status import Phase, StudyStatus, TrialStatus
+
+__all__ = ["Base", "Study", "Trial", "utcnow"]
+
+# Deterministic constraint names, so later migrations can address them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Study(Base):
+    __tablename__ = "studies"
+    __table_args__ = (CheckConstraint(_in("status", [s.value for s in StudyStatus]), name="status"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # uuid4 hex
+    name: Mapped[str] = mapped_column(String(120))
+    dataset: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType)  # the validated StudySpec, defaults filled in
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    planned_trials: Mapped[int] = mapped_column(Integer)
+    ray_job_id: Mapped[str | None] = mapped_column(String(128))
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64))
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        CheckConstraint(_in("phase", [p.value for p in Phase]), name="phase"),
+        CheckConstraint(_in("status", [s.value for s in TrialStatus]), name="status"),
+        Index("ix_trials_study_id_phase", "study_id", "phase"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    study_id: Mapped[str] = mapped_column(String(32), ForeignKey("studies.id", ondelete="CASCADE"))
+    trial_key: Mapped[str] = mapped_column(String(255), unique=True)
+    phase: Mapped[str] = mapped_column(String(16))
+    method: Mapped[str] = mapped_column(String(32))
+    group_label: Mapped[str | None] = mapped_column(String(255))  # grid point label (kind: grid)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    seed: Mapped[int | None] = mapped_column(BigInteger)  # seeds reach 2**32 - 1
+    status: Mapped[str] = mapped_column(String(16))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    metric_value: Mapped[float | None] = mapped_column(Float)  # the phase's primary metric
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
