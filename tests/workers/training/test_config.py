@@ -1,0 +1,70 @@
+import pytest
+
+from workers.training.config import TrainConfig, model_config
+
+
+def _trial(**extra):
+    config = {
+        "method": "autonorm_s",
+        "dataset": "digits",
+        "model": "vit_lite_tiny",
+        "knobs": {"tau": 0.7, "t_freeze": 3, "eps_h": 0.2, "width_expansion": 2.0, "lr": 2e-3},
+        "lr": 1e-3,
+        "epochs": 4,
+        "seed": 5,
+        "study_id": "s1",
+        "phase": "tune",
+        "trial_key": "s1-autonorm_s-5",
+        "mlflow_tracking_uri": "http://127.0.0.1:5000",
+        "mlflow_experiment_id": "1",
+        "mlflow_parent_run_id": "abc",
+    }
+    config.update(extra)
+    return config
+
+
+def test_trial_config_skips_orchestration_keys_and_reads_freeze_knobs():
+    cfg = TrainConfig.from_trial_config(_trial())
+    assert (cfg.method, cfg.dataset, cfg.epochs, cfg.seed) == ("autonorm_s", "digits", 4, 5)
+    assert (cfg.t_freeze, cfg.eps_h) == (3, 0.2)
+
+
+def test_a_hyperparameter_among_the_knobs_overrides_the_top_level_value():
+    assert TrainConfig.from_trial_config(_trial()).lr == 2e-3
+
+
+def test_unknown_trial_config_keys_and_unknown_knobs_are_errors():
+    with pytest.raises(ValueError, match="unknown trial config keys"):
+        TrainConfig.from_trial_config(_trial(epoch=3))
+    with pytest.raises(ValueError, match="unknown knobs"):
+        TrainConfig.from_trial_config(_trial(knobs={"temperature": 1.0}))
+
+
+def test_mixing_flags_become_alphas():
+    cfg = TrainConfig.from_trial_config(_trial(mixup=True, cutmix=False))
+    assert (cfg.mixup, cfg.cutmix) == (0.8, 0.0)
+
+
+def test_freeze_knobs_default_to_the_paper_values():
+    cfg = TrainConfig()
+    assert (cfg.t_freeze, cfg.eps_h) == (10, 0.1)
+
+
+def test_model_config_layers_dataset_fields_norm_knobs_then_overrides():
+    cfg = TrainConfig.from_trial_config(_trial(model_overrides={"depth": 3, "mlp_ratio": 4.0}))
+    fields = model_config(cfg, norm_kind="autonorm", model_fields={"num_classes": 10, "image_size": 8})
+    assert fields["num_classes"] == 10 and fields["norm"] == "autonorm"
+    assert fields["norm_options"] == {"tau": 0.7}
+    assert fields["depth"] == 3
+    assert fields["mlp_ratio"] == 4.0  # the explicit override wins over the width_expansion knob
+
+
+def test_tau_is_only_passed_to_gated_norms():
+    cfg = TrainConfig.from_trial_config(_trial())
+    assert "norm_options" not in model_config(cfg, norm_kind="layernorm", model_fields={})
+
+
+@pytest.mark.parametrize("bad", [{"epochs": 0}, {"eval_split": "train"}, {"label_smoothing": 1.0}])
+def test_invalid_budgets_are_rejected(bad):
+    with pytest.raises(ValueError):
+        TrainConfig(**bad)

@@ -1,0 +1,181 @@
+"""TrainConfig: the typed view of a trial config dict (what Ray Tune passes to the trainable)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "MODEL_KNOBS",
+    "ORCHESTRATION_KEYS",
+    "RESUME_INSENSITIVE_FIELDS",
+    "TRAINING_KNOBS",
+    "TrainConfig",
+    "model_config",
+]
+
+# Trial config keys the orchestration layer adds; the loop does not read them (the trainable and the
+# MLflow tracker do).
+ORCHESTRATION_KEYS = frozenset(
+    {
+        "study_id",
+        "phase",
+        "trial_key",
+        "mlflow_tracking_uri",
+        "mlflow_experiment_id",
+        "mlflow_parent_run_id",
+    }
+)
+
+# Knobs that configure the AutoNorm-S freeze controller rather than the model.
+TRAINING_KNOBS = frozenset({"t_freeze", "eps_h"})
+
+# Knob name -> model config field. `tau` goes into norm_options and is handled separately.
+MODEL_KNOBS: dict[str, str] = {
+    "width_expansion": "mlp_ratio",
+    "mlp_ratio": "mlp_ratio",
+    "skip_scale": "skip_scale",
+    "init_scale": "init_scale",
+    "norm_placement": "norm_placement",
+    "activation": "activation",
+    "branch": "branch",
+    "dropout": "dropout",
+    "drop_path": "drop_path",
+    "layer_scale_init": "layer_scale_init",
+    "depth": "depth",
+    "dim": "dim",
+    "heads": "heads",
+}
+
+# Fields that may differ between an interrupted run and its resumption without changing the result
+# semantics (where the run executes, how it shows progress, where the data lives).
+RESUME_INSENSITIVE_FIELDS = frozenset({"device", "num_threads", "progress", "data_root", "amp"})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything one training run needs. Defaults follow science.md section 2 (Compact-Transformers recipe)."""
+
+    method: str = "frozen_ln"  # a models.methods.METHODS name: decides the norm layer and the freeze schedule
+    dataset: str = "digits"  # a workers.data.DATASETS name
+    model: str | None = None  # preset or model name; None -> the dataset's default preset
+    model_overrides: dict[str, Any] = field(
+        default_factory=dict
+    )  # raw build_model config fields, applied last
+    knobs: dict[str, Any] = field(
+        default_factory=dict
+    )  # searched knobs (tau, t_freeze, eps_h, skip_scale, ...)
+    lr: float = 5e-4  # AdamW peak learning rate (after warmup)
+    weight_decay: float = (
+        3e-2  # decoupled weight decay on matrices only (not norms, biases, embeddings' 1-D params)
+    )
+    epochs: int = 10
+    batch_size: int = 128
+    eval_batch_size: int = 512  # evaluation has no backward pass, so larger batches are cheap
+    warmup_epochs: float = 5.0  # linear warmup length; fractional epochs allowed
+    min_lr_ratio: float = 0.0  # cosine decays to lr * min_lr_ratio at the last step
+    label_smoothing: float = 0.1  # classification losses only
+    grad_clip: float | None = 1.0  # max global gradient L2 norm; None or <= 0 disables
+    mixup: float = 0.0  # MixUp Beta(alpha, alpha); 0 disables; images only
+    cutmix: float = 0.0  # CutMix Beta(alpha, alpha); 0 disables; images only
+    seed: int = 0  # trial seed: init, data order, dropout, gate noise, mixing
+    split_seed: int = 0  # dataset split seed: fixed across trial seeds
+    eval_split: Literal["val", "test"] = "val"  # "test": final phase, also evaluate the test split at the end
+    data_root: str | None = None  # dataset cache root passed to get_dataset
+    device: str = "auto"  # "auto" (cuda when available), "cpu", "cuda", "cuda:1", ...
+    num_threads: int | None = None  # torch intra-op threads; None leaves torch's setting alone
+    amp: bool = True  # bf16 autocast on CUDA (ignored on CPU, where it would only slow things down)
+    max_steps_per_epoch: int | None = None  # smoke-test budget: cap optimizer steps per epoch
+    progress: bool | None = None  # tqdm bar per epoch; None -> only when stderr is a TTY
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1 or self.eval_batch_size < 1:
+            raise ValueError("batch sizes must be >= 1")
+        if self.eval_split not in ("val", "test"):
+            raise ValueError(f"eval_split must be 'val' or 'test', got {self.eval_split!r}")
+        if self.warmup_epochs < 0 or self.mixup < 0 or self.cutmix < 0:
+            raise ValueError("warmup_epochs, mixup and cutmix must be >= 0")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        unknown = set(self.knobs) - TRAINING_KNOBS - set(MODEL_KNOBS) - {"tau"} - set(_HYPERPARAMETER_FIELDS)
+        if unknown:
+            known = sorted(TRAINING_KNOBS | set(MODEL_KNOBS) | {"tau"} | set(_HYPERPARAMETER_FIELDS))
+            raise ValueError(f"unknown knobs {sorted(unknown)}; known knobs: {known}")
+
+    @classmethod
+    def from_trial_config(cls, config: Mapping[str, Any], **overrides: Any) -> TrainConfig:
+        """Build from a trial config dict; orchestration keys are skipped, unknown keys are an error.
+
+        Knobs named like a training hyperparameter (lr, weight_decay, batch_size, ...) override the
+        top-level value, so a search space may put them either place.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(config) - names - ORCHESTRATION_KEYS
+        if unknown:
+            raise ValueError(f"unknown trial config keys {sorted(unknown)}")
+        values: dict[str, Any] = {k: v for k, v in config.items() if k in names}
+        values["knobs"] = dict(values.get("knobs") or {})
+        values["model_overrides"] = dict(values.get("model_overrides") or {})
+        for name in _HYPERPARAMETER_FIELDS:
+            if name in values["knobs"]:
+                values[name] = values["knobs"][name]
+        for name in ("mixup", "cutmix"):
+            values[name] = _mixing_alpha(values.get(name, 0.0), default=_DEFAULT_ALPHA[name])
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def t_freeze(self) -> int:
+        return int(self.knobs.get("t_freeze", 10))  # paper default
+
+    @property
+    def eps_h(self) -> float:
+        return float(self.knobs.get("eps_h", 0.1))  # paper default
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Hyperparameters a search space may also place among the knobs.
+_HYPERPARAMETER_FIELDS = (
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "warmup_epochs",
+    "label_smoothing",
+    "grad_clip",
+    "mixup",
+    "cutmix",
+)
+
+# timm's defaults when a spec just says `mixup: true`.
+_DEFAULT_ALPHA = {"mixup": 0.8, "cutmix": 1.0}
+
+
+def _mixing_alpha(value: Any, *, default: float) -> float:
+    if value is None or value is False:
+        return 0.0
+    if value is True:
+        return default
+    return float(value)
+
+
+def model_config(cfg: TrainConfig, *, norm_kind: str, model_fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The build_model config for this trial: dataset task fields, the method's norm, knobs, then overrides."""
+    config: dict[str, Any] = dict(model_fields)
+    config["norm"] = norm_kind
+    for knob, value in cfg.knobs.items():
+        if knob in MODEL_KNOBS:
+            config[MODEL_KNOBS[knob]] = value
+    norm_options = dict(cfg.model_overrides.get("norm_options") or {})
+    # Only gated norms have a temperature; other norm layers would reject the option.
+    if "tau" in cfg.knobs and norm_kind == "autonorm":
+        norm_options.setdefault("tau", float(cfg.knobs["tau"]))
+    config.update({k: v for k, v in cfg.model_overrides.items() if k != "norm_options"})
+    if norm_options:
+        config["norm_options"] = norm_options
+    return config

@@ -1,0 +1,299 @@
+"""The training loop every trial runs: seeded, checkpointed every epoch, resumable bit for bit on CPU."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from workers.training.batches import iterate_batches, num_batches
+from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
+from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss
+from workers.training.mixing import BatchMixer
+from workers.training.optim import build_optimizer
+from workers.training.schedule import build_warmup_cosine
+from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
+
+__all__ = ["CHECKPOINT_FORMAT", "ReportFn", "TrainingRun", "resolve_device", "run_training"]
+
+# (metrics of one epoch, directory holding that epoch's checkpoint or None for the epoch-0 report)
+ReportFn = Callable[[dict[str, Any], "Path | None"], None]
+
+CHECKPOINT_FORMAT = 1
+RANK_EXAMPLE_SIZE = 8  # inputs fed to models.rank.init_rank_report: enough tokens, cheap Jacobians
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+def run_training(
+    cfg: TrainConfig,
+    *,
+    checkpoint_dir: Path | str,
+    resume: bool = True,
+    report: ReportFn | None = None,
+) -> dict[str, Any]:
+    """Train `cfg` to completion and return the last epoch's metrics (with test metrics in the final phase).
+
+    Every epoch ends with: evaluation, the AutoNorm-S freeze decision, an atomic checkpoint in
+    `checkpoint_dir`, then `report(metrics, checkpoint_dir)`. Before epoch 1 comes one
+    `report(epoch-0 metrics, None)` with the untrained validation metric and the init_* ranks.
+    With `resume` and a checkpoint present, training continues after the checkpointed epoch and ends with
+    exactly the metrics an uninterrupted run would have produced (on CPU, same thread count).
+    """
+    run = TrainingRun(cfg)
+    checkpoint_path = Path(checkpoint_dir) / CHECKPOINT_FILE
+    state = load_checkpoint(checkpoint_path) if resume else None
+    if state is not None:
+        run.load_state_dict(state)
+    else:
+        metrics = run.initial_report()
+        if report is not None:
+            report(metrics, None)
+    while run.epoch < cfg.epochs:
+        metrics = run.train_one_epoch()
+        save_checkpoint(checkpoint_path, run.state_dict())
+        if report is not None:
+            report(metrics, checkpoint_path.parent)
+    return dict(run.history[-1])
+
+
+class TrainingRun:
+    """The state of one training run (model, optimizer, schedule, freeze controller, RNGs, history)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        # Imported here so workers.training stays importable (and testable) without the heavy registries.
+        from models.methods import norm_for_method
+
+        from models import build_model
+        from models.norms import GateFreezer
+        from workers.data import get_dataset
+
+        self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        self.bundle = get_dataset(cfg.dataset, split_seed=cfg.split_seed, root=cfg.data_root)
+        # Seed after loading the data so init does not depend on whether the dataset was cached.
+        seed_everything(cfg.seed)
+        choice = norm_for_method(cfg.method)
+        fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
+        self.model: nn.Module = build_model(cfg.model or self.bundle.default_model, fields).to(self.device)
+        self.optimizer = build_optimizer(self.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.steps_per_epoch = num_batches(len(self.bundle.train), cfg.batch_size)
+        if cfg.max_steps_per_epoch is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
+        total_steps = self.steps_per_epoch * cfg.epochs
+        warmup_steps = min(total_steps, round(cfg.warmup_epochs * self.steps_per_epoch))
+        self.scheduler = build_warmup_cosine(
+            self.optimizer, warmup_steps=warmup_steps, total_steps=total_steps, min_ratio=cfg.min_lr_ratio
+        )
+        self.freezer = GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h) if choice.gate_freeze else None
+        self.data_generator = torch.Generator().manual_seed(cfg.seed)
+        self.mixer = self._build_mixer()
+        self.loss_fn = TaskLoss(
+            self.bundle.task, label_smoothing=cfg.label_smoothing, ignore_index=self.bundle.ignore_index
+        )
+        self.epoch = 0
+        self.history: list[dict[str, Any]] = []
+
+    # ----- epochs -------------------------------------------------------------------------------------
+
+    def initial_report(self) -> dict[str, Any]:
+        """Epoch 0: init effective ranks and the untrained validation metric (so every report has `objective`)."""
+        from models.rank import init_rank_report
+
+        started = time.perf_counter()
+        example = self.bundle.train.tensors[0][:RANK_EXAMPLE_SIZE].to(self.device)
+        ranks = init_rank_report(self.model, example)
+        metric, gates = self.evaluate(self.bundle.val)
+        metrics: dict[str, Any] = {"epoch": 0, **self._validation_metrics(metric), **gates}
+        metrics.update(self._freeze_metrics())
+        metrics.update({k: float(v) for k, v in ranks.items()})
+        metrics["epoch_time_s"] = time.perf_counter() - started
+        self.history.append(metrics)
+        return metrics
+
+    def train_one_epoch(self) -> dict[str, Any]:
+        self.epoch += 1
+        cfg = self.cfg
+        started = time.perf_counter()
+        train_loss, samples = self._train_steps()
+        train_time = time.perf_counter() - started
+        metric, gates = self.evaluate(self.bundle.val)
+        if self.freezer is not None:
+            if "gate_entropy_mean" not in gates:
+                raise RuntimeError(f"method {cfg.method!r} freezes gates but the model reports none")
+            self.freezer.observe(self.epoch, gates["gate_entropy_mean"], self.model)
+        metrics: dict[str, Any] = {
+            "epoch": self.epoch,
+            "train_loss": train_loss,
+            **self._validation_metrics(metric),
+            **gates,
+            **self._freeze_metrics(),
+            "lr": self.scheduler.get_last_lr()[0],
+        }
+        if cfg.eval_split == "test" and self.epoch == cfg.epochs:
+            metrics.update(self.final_test_metrics())
+        metrics["epoch_time_s"] = time.perf_counter() - started
+        metrics["samples_per_s"] = samples / train_time if train_time > 0 else math.nan
+        self.history.append(metrics)
+        return metrics
+
+    def final_test_metrics(self) -> dict[str, float]:
+        """test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
+        name = self.bundle.metric
+        metrics = {f"test_{name}": self.evaluate(self.bundle.test)[0]}
+        corrupted = {key: self.evaluate(ds)[0] for key, ds in sorted(self.bundle.eval_sets.items())}
+        for key, value in corrupted.items():
+            metrics[f"test_{name}_{key}"] = value
+        if corrupted:
+            metrics[f"test_{name}_corruption_mean"] = sum(corrupted.values()) / len(corrupted)
+        return metrics
+
+    def _train_steps(self) -> tuple[float, int]:
+        cfg, model = self.cfg, self.model
+        model.train()
+        order = torch.randperm(len(self.bundle.train), generator=self.data_generator)
+        loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
+        samples = 0
+        bar = self._progress_bar()
+        try:
+            for step, (x, y) in enumerate(iterate_batches(self.bundle.train, cfg.batch_size, order=order)):
+                if step >= self.steps_per_epoch:
+                    break
+                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                if self.mixer is not None:
+                    x, y = self.mixer(x, y)
+                with self._autocast():
+                    output = model(x)
+                loss = self.loss_fn(output, y)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.grad_clip is not None and cfg.grad_clip > 0:
+                    nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                self.optimizer.step()
+                self.scheduler.step()
+                loss_sum += loss.detach() * x.shape[0]
+                samples += x.shape[0]
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return float(loss_sum) / max(samples, 1), samples
+
+    @torch.no_grad()
+    def evaluate(self, dataset: torch.utils.data.Dataset) -> tuple[float, dict[str, float]]:
+        """The dataset's metric on `dataset` and the gate statistics averaged over it (eval mode: noise-free)."""
+        from models.norms import gate_summary
+
+        self.model.eval()
+        accumulator = MetricAccumulator(
+            self.bundle.metric, target_std=self.bundle.target_std, ignore_index=self.bundle.ignore_index
+        )
+        gates = GateStats()
+        for x, y in iterate_batches(dataset, self.cfg.eval_batch_size):
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            with self._autocast():
+                output = self.model(x)
+            accumulator.update(output, y)
+            gates.update(gate_summary(self.model), x.shape[0])
+        self.model.train()
+        return accumulator.compute(), gates.compute()
+
+    # ----- checkpoint state ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "epoch": self.epoch,
+            "config": self.cfg.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "freezer": self.freezer.state_dict() if self.freezer is not None else None,
+            "mixer": self.mixer.state_dict() if self.mixer is not None else None,
+            "rng": capture_rng_state(self.data_generator),
+            "history": self.history,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"unsupported checkpoint format {state.get('format')!r}")
+        _check_same_run(state["config"], self.cfg.to_dict())
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.freezer is not None:
+            self.freezer.load_state_dict(state["freezer"])
+            self.freezer.apply(self.model)
+        if self.mixer is not None:
+            self.mixer.load_state_dict(state["mixer"])
+        restore_rng_state(state["rng"], self.data_generator)
+        self.epoch = int(state["epoch"])
+        self.history = list(state["history"])
+
+    # ----- helpers ------------------------------------------------------------------------------------
+
+    def _validation_metrics(self, value: float) -> dict[str, float]:
+        return {f"val_{self.bundle.metric}": value, "objective": value}
+
+    def _freeze_metrics(self) -> dict[str, int]:
+        frozen = self.freezer is not None and self.freezer.frozen
+        freeze_epoch = self.freezer.freeze_epoch if frozen else None
+        return {
+            "gates_frozen": int(frozen),
+            "freeze_epoch": int(freeze_epoch) if freeze_epoch is not None else -1,
+        }
+
+    def _build_mixer(self) -> BatchMixer | None:
+        cfg = self.cfg
+        if cfg.mixup <= 0 and cfg.cutmix <= 0:
+            return None
+        if self.bundle.task != "image_classification":
+            raise ValueError(f"MixUp/CutMix apply to images only, not to {self.bundle.task!r}")
+        return BatchMixer(
+            num_classes=int(self.bundle.model_fields["num_classes"]),
+            mixup_alpha=cfg.mixup,
+            cutmix_alpha=cfg.cutmix,
+            seed=cfg.seed,
+        )
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.device.type == "cuda" and self.cfg.amp:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _progress_bar(self) -> Any:
+        show = self.cfg.progress if self.cfg.progress is not None else sys.stderr.isatty()
+        if not show:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=self.steps_per_epoch, desc=f"epoch {self.epoch}/{self.cfg.epochs}", leave=False)
+
+
+def _check_same_run(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Resuming someone else's checkpoint would silently mix two runs: refuse it."""
+    differing = sorted(
+        key
+        for key in set(saved) | set(current)
+        if key not in RESUME_INSENSITIVE_FIELDS and saved.get(key) != current.get(key)
+    )
+    if differing:
+        raise ValueError(f"checkpoint belongs to a different run: config differs in {differing}")
