@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from service.dispatcher import DispatchError, JobState, RayJobDispatcher
 from service.store import (
-    InvalidTransition,
+    InvalidStatusTransitionError,
     get_study,
     list_studies,
     session_scope,
@@ -74,7 +74,7 @@ class StudyReconciler:
                 set_study_runtime(session, study_id=study.id, ray_job_id=job_id)
                 try:
                     set_study_status(session, study_id=study.id, status="running")
-                except InvalidTransition:
+                except InvalidStatusTransitionError:
                     # Cancelled between our read and the submit: take the job down again.
                     self.dispatcher.cancel(job_id)
 

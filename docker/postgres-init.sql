@@ -1,0 +1,2 @@
+-- One server, two databases: NormLab's study state and MLflow's tracking store.
+CREATE DATABASE mlflow OWNER normlab;
