@@ -5,6 +5,7 @@ Kept free of FastAPI so the end-to-end tests start exactly the processes `make r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -91,7 +92,9 @@ class ManagedProcess:
         healthy = wait_until(self._healthy_or_dead, timeout=timeout)
         if not healthy or not self.alive:
             self.stop()
-            raise ProcessStartError(f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}")
+            raise ProcessStartError(
+                f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}"
+            )
 
     def _healthy_or_dead(self) -> bool:
         assert self.health_url is not None
@@ -123,7 +126,5 @@ class ManagedProcess:
             os.killpg(self._popen.pid, signal.SIGTERM)
             self._popen.wait(timeout=timeout)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -8,7 +8,14 @@ import pytest
 
 from service.background import StudyReconciler
 from service.dispatcher import DispatchError, JobState
-from service.store import create_study, get_study, make_engine, session_scope, set_study_status, upgrade_database
+from service.store import (
+    create_study,
+    get_study,
+    make_engine,
+    session_scope,
+    set_study_status,
+    upgrade_database,
+)
 
 QUICK_SPEC = {
     "name": "reconciler",

@@ -19,16 +19,20 @@ __all__ = ["TrialRecorder", "numeric_metrics"]
 log = logging.getLogger(__name__)
 
 # Keys of the trial config that are plumbing, not the trial's scientific configuration.
-_PLUMBING = {"mlflow_tracking_uri", "mlflow_experiment_id", "mlflow_parent_run_id", "data_root", "num_threads"}
+_PLUMBING = {
+    "mlflow_tracking_uri",
+    "mlflow_experiment_id",
+    "mlflow_parent_run_id",
+    "data_root",
+    "num_threads",
+}
 
 
 def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
     """The finite numbers of a Tune result (Tune adds bookkeeping such as `config`, timestamps, ids)."""
     out: dict[str, float] = {}
     for key, value in (result or {}).items():
-        if isinstance(value, bool):
-            out[key] = float(value)
-        elif isinstance(value, (int, float)) and math.isfinite(float(value)):
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(float(value))):
             out[key] = float(value)
     return out
 
@@ -50,7 +54,9 @@ class TrialRecorder(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         error = trial.get_error()
-        self._record(trial, status="failed", error=str(error) if error else "trial failed (no error recorded)")
+        self._record(
+            trial, status="failed", error=str(error) if error else "trial failed (no error recorded)"
+        )
 
     def _record(self, trial, *, status: str, error: str | None) -> None:
         config = flatten_trial_config(trial.config)
