@@ -1,0 +1,28 @@
+"""NormLab models: norm layers, residual blocks, backbones and rank measurements (torch only)."""
+
+from models.build import MODELS, build_model
+from models.config import TransformerConfig
+from models.encoder import Encoder, EncoderConfig
+from models.methods import METHODS, NormChoice, norm_for_method
+from models.presets import PRESETS
+from models.residual_mlp import ResidualMLP, ResidualMLPConfig
+from models.tabular import TabularConfig, TabularTransformer
+from models.vit_lite import ViTLite, ViTLiteConfig
+
+__all__ = [
+    "METHODS",
+    "MODELS",
+    "PRESETS",
+    "Encoder",
+    "EncoderConfig",
+    "NormChoice",
+    "ResidualMLP",
+    "ResidualMLPConfig",
+    "TabularConfig",
+    "TabularTransformer",
+    "TransformerConfig",
+    "ViTLite",
+    "ViTLiteConfig",
+    "build_model",
+    "norm_for_method",
+]

@@ -1,0 +1,100 @@
+"""AutoNorm: a learned per-sample choice between DyT and LayerNorm,
+
+    AutoNorm(X) = w_DyT(X) * DyT(X) + w_LN(X) * LN(X)
+
+The gate comes from a NormSelector MLP on the token mean of the layer input ((B, T, D) -> (B, D) ->
+hidden -> 2 logits, index 0 = DyT, index 1 = LN). Training uses a soft Gumbel-Softmax with temperature
+tau (a hard straight-through sample is an option); eval uses the noise-free softmax, so evaluation is
+deterministic. The gate is computed in float32 even under autocast (fp16 Gumbel noise is a NaN source).
+
+Documented choices where the paper is silent: the selector's hidden width is max(8, D // 4) with GELU,
+and its last layer is zero-initialised, so every gate starts at (0.5, 0.5) with entropy ln 2.
+AutoNorm-S is this layer plus `GateFreezer` (models/norms/freeze.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.norms.mixed import as_samples, mixed_norm, token_mean
+
+__all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
+
+DYT_INDEX, LN_INDEX = 0, 1
+MAX_ENTROPY = math.log(2.0)
+
+
+def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Per-sample entropy of noise-free gate probabilities (B, 2) -> (B,), in [0, ln 2]."""
+    return -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
+
+
+class NormSelector(nn.Module):
+    """Two-layer MLP on the token mean -> 2 logits; one per normalization site."""
+
+    def __init__(self, dim: int, hidden: int | None = None) -> None:
+        super().__init__()
+        hidden = hidden or max(8, dim // 4)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, 2)
+        nn.init.zeros_(self.fc2.weight)
+        nn.init.zeros_(self.fc2.bias)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(pooled)))  # (B, D) -> (B, 2)
+
+
+class AutoNorm(nn.Module):
+    def __init__(
+        self,
+        dim: int,
+        tau: float = 0.5,
+        hard: bool = False,
+        alpha_init: float = 0.5,
+        selector_hidden: int | None = None,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        if tau <= 0:
+            raise ValueError(f"tau must be > 0, got {tau}")
+        self.tau, self.hard, self.eps = float(tau), bool(hard), eps
+        self.dyt_alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.dyt_weight = nn.Parameter(torch.ones(dim))
+        self.dyt_bias = nn.Parameter(torch.zeros(dim))
+        self.ln_weight = nn.Parameter(torch.ones(dim))
+        self.ln_bias = nn.Parameter(torch.zeros(dim))
+        self.selector = NormSelector(dim, selector_hidden)
+        # Noise-free probabilities of the last forward, (B, 2), detached: what gate_summary reads.
+        self.last_probs: torch.Tensor | None = None
+
+    def gate(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, D) -> (mixing weights (B, 2), noise-free probabilities (B, 2)), both float32."""
+        with torch.autocast(device_type=xs.device.type, enabled=False):
+            pooled = token_mean(xs).float()  # (B, D)
+            logits = self.selector(pooled).float()  # (B, 2)
+            probs = logits.softmax(dim=-1)
+            if self.training:
+                weights = F.gumbel_softmax(logits, tau=self.tau, hard=self.hard, dim=-1)
+            else:
+                weights = probs
+        return weights, probs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xs = as_samples(x)  # (B, T, D)
+        weights, probs = self.gate(xs)
+        self.last_probs = probs.detach()
+        w_dyt = weights[:, DYT_INDEX : DYT_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
+        w_ln = weights[:, LN_INDEX : LN_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
+        # Fold gate and affine parameters on (B, D) tensors; the (B, T, D) work is one fused pass.
+        cl = w_ln * self.ln_weight
+        cd = w_dyt * self.dyt_weight
+        c0 = w_dyt * self.dyt_bias + w_ln * self.ln_bias
+        return mixed_norm(xs, self.dyt_alpha, cl, cd, c0, eps=self.eps).reshape(x.shape)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}"

@@ -1,0 +1,14 @@
+"""FrozenLN: the plain LayerNorm baseline (torch's fused kernel, affine on)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+__all__ = ["LayerNorm"]
+
+
+class LayerNorm(nn.LayerNorm):
+    """torch.nn.LayerNorm over the last dim; a subclass only so every norm kind has a NormLab name."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__(dim, eps=eps)

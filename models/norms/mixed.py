@@ -1,0 +1,140 @@
+"""The one computation behind AutoNorm, Random Selector, DyT and FiLM: a per-sample mixture of
+DyT and affine-free LayerNorm,
+
+    y[b, t, :] = cl[b] * LN0(x[b, t]) + cd[b] * tanh(alpha * x[b, t]) + c0[b]
+
+with cl, cd, c0 of shape (B, D) (gate weights times per-channel affine parameters, folded on tiny
+tensors by the caller). On CPU float32 this runs as one fused kernel forward and one backward
+(`_kernel_loader`); everywhere else (GPU, float64, autocast dtypes, torch.func transforms) it runs as
+the eager composite below, which autograd differentiates and which defines the semantics.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+import torch.nn.functional as F
+
+from models.norms._kernel_loader import load_mixed_norm_library
+
+__all__ = ["as_samples", "mixed_norm", "mixed_norm_reference", "token_mean"]
+
+
+def as_samples(x: torch.Tensor) -> torch.Tensor:
+    """View any (..., D) input as (B, T, D): leading dims are samples, dim -2 are the tokens.
+
+    A 2-D input (N, D) is N samples of one token each, so gates are per row.
+    """
+    if x.dim() >= 3:
+        return x.reshape(-1, x.shape[-2], x.shape[-1])
+    return x.reshape(-1, 1, x.shape[-1])
+
+
+class _TokenMean(torch.autograd.Function):
+    """x.mean(-2) whose backward returns a stride-0 broadcast instead of a dense (B, T, D) tensor:
+    the autograd engine then adds it straight into the fused kernel's dx (one pass instead of three)."""
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=-2)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+        (x,) = inputs
+        ctx.shape = x.shape
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        tokens = ctx.shape[-2]
+        return (grad / tokens).unsqueeze(-2).expand(ctx.shape)
+
+
+def token_mean(x: torch.Tensor) -> torch.Tensor:
+    """Mean over tokens, (B, T, D) -> (B, D)."""
+    if _fast_path_applies(x):
+        return _TokenMean.apply(x)
+    return x.mean(dim=-2)
+
+
+def mixed_norm_reference(
+    x: torch.Tensor,
+    alpha: torch.Tensor,
+    cl: torch.Tensor,
+    cd: torch.Tensor,
+    c0: torch.Tensor,
+    eps: float,
+    use_ln: bool = True,
+) -> torch.Tensor:
+    """Eager composite; x (B, T, D), cl/cd/c0 (B, D), alpha a scalar tensor -> (B, T, D)."""
+    y = torch.tanh(alpha * x) * cd.unsqueeze(1) + c0.unsqueeze(1)
+    if use_ln:
+        y = y + F.layer_norm(x, x.shape[-1:], eps=eps) * cl.unsqueeze(1)
+    return y
+
+
+def _fast_path_applies(x: torch.Tensor) -> bool:
+    if x.device.type != "cpu" or x.dtype != torch.float32:
+        return False
+    if torch._C._functorch.is_functorch_wrapped_tensor(x):
+        return False
+    return load_mixed_norm_library() is not None
+
+
+def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+class _FusedMixedNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha, cl, cd, c0, eps: float, use_ln: bool):  # type: ignore[no-untyped-def,override]
+        lib = load_mixed_norm_library()
+        assert lib is not None
+        x = x.contiguous()
+        cl, cd, c0 = (t.detach().float().contiguous() for t in (cl, cd, c0))
+        batch, tokens, dim = x.shape
+        y = torch.empty_like(x)  # (B, T, D)
+        mean = torch.empty(batch, tokens, dtype=x.dtype)  # (B, T)
+        rstd = torch.empty(batch, tokens, dtype=x.dtype)  # (B, T)
+        alpha_value = float(alpha)
+        lib.mixed_norm_forward(
+            _ptr(x), _ptr(cl), _ptr(cd), _ptr(c0), alpha_value, float(eps), int(use_ln),
+            batch, tokens, dim, torch.get_num_threads(), _ptr(y), _ptr(mean), _ptr(rstd),
+        )  # fmt: skip
+        ctx.save_for_backward(x, mean, rstd, cl, cd)
+        ctx.alpha_value = alpha_value
+        ctx.use_ln = use_ln
+        ctx.alpha_shape = alpha.shape
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def,override]
+        lib = load_mixed_norm_library()
+        assert lib is not None
+        x, mean, rstd, cl, cd = ctx.saved_tensors
+        grad = grad.contiguous().float()
+        batch, tokens, dim = x.shape
+        dx = torch.empty_like(x)
+        dcl, dcd, dc0 = (torch.empty(batch, dim) for _ in range(3))
+        dalpha = torch.empty(batch)
+        lib.mixed_norm_backward(
+            _ptr(grad), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(cl), _ptr(cd), ctx.alpha_value, int(ctx.use_ln),
+            batch, tokens, dim, torch.get_num_threads(), _ptr(dx), _ptr(dcl), _ptr(dcd), _ptr(dc0), _ptr(dalpha),
+        )  # fmt: skip
+        return dx, dalpha.sum().reshape(ctx.alpha_shape), dcl, dcd, dc0, None, None
+
+
+def mixed_norm(
+    x: torch.Tensor,
+    alpha: torch.Tensor,
+    cl: torch.Tensor,
+    cd: torch.Tensor,
+    c0: torch.Tensor,
+    eps: float = 1e-5,
+    use_ln: bool = True,
+) -> torch.Tensor:
+    """x (B, T, D); cl, cd, c0 (B, D); alpha scalar tensor -> (B, T, D). Fused on CPU float32."""
+    if _fast_path_applies(x) and all(t.dtype == torch.float32 for t in (alpha, cl, cd, c0)):
+        with torch.autocast(device_type="cpu", enabled=False):
+            return _FusedMixedNorm.apply(x, alpha, cl, cd, c0, eps, use_ln)
+    return mixed_norm_reference(x, alpha, cl, cd, c0, eps, use_ln)
