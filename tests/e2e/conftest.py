@@ -1,0 +1,121 @@
+"""The real embedded stack for end-to-end tests: `normlab serve` as a user runs it (MLflow server,
+Ray head with token auth, API), on free loopback ports, in a throwaway data dir."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.processes import free_port, http_ok, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+API_TOKEN = "e2e-" + uuid.uuid4().hex
+
+
+@dataclass
+class RunningService:
+    api_url: str
+    mlflow_url: str
+    ray_dashboard_url: str
+    data_dir: Path
+    database_url: str
+    token: str
+    process: subprocess.Popen
+    log_path: Path
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.api_url, timeout=30)
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def log_tail(self, lines: int = 80) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        logs = self.data_dir / "logs"
+        for extra in sorted(logs.glob("*.log")) if logs.exists() else []:
+            text += f"\n--- {extra.name} ---\n" + "\n".join(extra.read_text(errors="replace").splitlines()[-20:])
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    worker_base = random.randint(30000, 40000)
+    env.update(
+        {
+            "NORMLAB_DATA_DIR": str(data_dir),
+            "NORMLAB_API_PORT": str(free_port()),
+            "NORMLAB_MLFLOW_PORT": str(free_port()),
+            "NORMLAB_RAY_GCS_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
+            "NORMLAB_RAY_CLIENT_SERVER_PORT": str(free_port()),
+            "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
+            "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
+            "NORMLAB_RAY_NUM_CPUS": "2",
+            "NORMLAB_RAY_TEMP_DIR": str(ray_temp),
+            "NORMLAB_API_TOKEN": API_TOKEN,
+            "NORMLAB_POLL_INTERVAL_S": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def running_service(tmp_path_factory) -> RunningService:
+    data_dir = tmp_path_factory.mktemp("normlab-data")
+    # Ray's unix sockets live under its temp dir; keep the path short (107-byte limit).
+    ray_temp = Path("/tmp") / f"nl-e2e-{uuid.uuid4().hex[:6]}"
+    env = serve_environment(data_dir, ray_temp)
+    log_path = data_dir / "serve.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "normlab"), "serve"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    service = RunningService(
+        api_url=f"http://127.0.0.1:{env['NORMLAB_API_PORT']}",
+        mlflow_url=f"http://127.0.0.1:{env['NORMLAB_MLFLOW_PORT']}",
+        ray_dashboard_url=f"http://127.0.0.1:{env['NORMLAB_RAY_DASHBOARD_PORT']}",
+        data_dir=data_dir,
+        database_url=f"sqlite:///{data_dir / 'normlab.db'}",
+        token=API_TOKEN,
+        process=process,
+        log_path=log_path,
+    )
+    up = wait_until(
+        lambda: process.poll() is not None or http_ok(f"{service.api_url}/healthz"), timeout=300, interval=1
+    )
+    if not up or process.poll() is not None:
+        _shutdown(process)
+        pytest.fail(f"`normlab serve` did not come up:\n{service.log_tail()}")
+    yield service
+    _shutdown(process)
+    shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+def _shutdown(process: subprocess.Popen) -> None:
+    """Ctrl-C, as a user would; the launcher must stop MLflow and Ray itself."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+    time.sleep(0.5)
