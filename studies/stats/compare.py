@@ -32,6 +32,7 @@ __all__ = [
     "compare",
     "compare_by_seed",
     "hedges_g",
+    "low_n_warning",
 ]
 
 PAIRED_T = "paired t-test"
@@ -190,10 +191,16 @@ def _empty(n: int, n_reference: int, paired: bool, confidence: float, higher_is_
     )
 
 
-def _low_n_note(n: int) -> list[str]:
+def low_n_warning(n: int) -> str | None:
+    """The warning for fewer than LOW_N_THRESHOLD seeds (tables reuse it so repeats collapse)."""
     if n >= LOW_N_THRESHOLD:
-        return []
-    return [f"only {n} seed(s): fewer than {LOW_N_THRESHOLD}, so tests have little power"]
+        return None
+    return f"only {n} seed(s): fewer than {LOW_N_THRESHOLD}, so tests have little power"
+
+
+def _low_n_note(n: int) -> list[str]:
+    note = low_n_warning(n)
+    return [] if note is None else [note]
 
 
 def _compare_paired(

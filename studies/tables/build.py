@@ -1,0 +1,377 @@
+"""Builds a results table (one row per method or grid point) from trial records."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from studies.stats import (
+    ADJUSTMENT_METHODS,
+    INSUFFICIENT_DATA,
+    LOW_N_THRESHOLD,
+    REFERENCE,
+    Comparison,
+    adjust,
+    compare_by_seed,
+    summarize,
+    verdict,
+)
+from studies.stats.compare import low_n_warning
+from studies.stats.summary import DEFAULT_BOOTSTRAP_RESAMPLES, check_confidence
+from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord, row_label
+
+if TYPE_CHECKING:
+    from rich.table import Table as RichTable
+
+__all__ = ["DEFAULT_REFERENCE", "ResultsRow", "ResultsTable", "build_results_table"]
+
+DEFAULT_REFERENCE = "frozen_ln"
+PRIMARY_TEST_NOTE = (
+    "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
+    "Welch t-test when seed sets differ"
+)
+
+
+@dataclass(frozen=True)
+class ResultsRow:
+    """One method (or grid point) of a results table. Floats are None, never NaN, when undefined."""
+
+    method: str
+    group: str | None
+    is_reference: bool
+    n: int  # completed seeds
+    n_planned: int
+    n_failed: int
+    n_unfinished: int  # planned or started but neither completed nor failed (running, cancelled, not run)
+    per_seed: tuple[tuple[int, float], ...]  # (seed, value) of completed seeds, by seed
+    failed_seeds: tuple[int, ...]
+    mean: float | None
+    std: float | None
+    sem: float | None
+    ci_low: float | None  # t interval of the mean
+    ci_high: float | None
+    boot_low: float | None  # BCa bootstrap interval of the mean
+    boot_high: float | None
+    boot_resamples: int
+    median: float | None
+    iqm: float | None
+    diff_mean: float | None  # this row minus the reference, metric units
+    diff_ci_low: float | None
+    diff_ci_high: float | None
+    paired: bool | None  # None for the reference row and rows without a comparison
+    test: str | None  # primary test used
+    p_value: float | None  # raw p of the primary test
+    p_adjusted: float | None  # adjusted across the table's comparisons
+    p_t: float | None
+    p_wilcoxon: float | None
+    effect_size: float | None
+    effect_size_name: str | None
+    prob_improvement: float | None
+    mde_80: float | None
+    verdict: str
+    warnings: tuple[str, ...]
+    study_ids: tuple[str, ...]
+    mlflow_run_ids: tuple[str, ...]
+    paper_value: float | None
+
+    @property
+    def label(self) -> str:
+        return row_label(self.method, self.group)
+
+
+@dataclass(frozen=True)
+class ResultsTable:
+    """A results table for one dataset and metric; render it with the to_* methods."""
+
+    dataset: str
+    metric: str
+    reference: str
+    higher_is_better: bool
+    confidence: float
+    adjustment: str
+    rows: tuple[ResultsRow, ...]
+    bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES
+    primary_test: str = field(default=PRIMARY_TEST_NOTE)
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    @property
+    def has_paper_values(self) -> bool:
+        return any(row.paper_value is not None for row in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        from studies.tables.render_text import to_json
+
+        return to_json(self)
+
+    def to_csv(self) -> str:
+        from studies.tables.render_text import to_csv
+
+        return to_csv(self)
+
+    def to_markdown(self) -> str:
+        from studies.tables.render_text import to_markdown
+
+        return to_markdown(self)
+
+    def to_html(self) -> str:
+        from studies.tables.render_html import to_html
+
+        return to_html(self)
+
+    def to_rich(self) -> RichTable:
+        from studies.tables.render_rich import to_rich
+
+        return to_rich(self)
+
+
+@dataclass
+class _SeedOutcomes:
+    """What the records say about one row, seed by seed."""
+
+    completed: dict[int, float] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+    unfinished: set[int] = field(default_factory=set)
+    duplicates: set[int] = field(default_factory=set)
+    study_ids: set[str] = field(default_factory=set)
+    run_ids: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+
+def build_results_table(
+    records: Iterable[TrialRecord],
+    *,
+    dataset: str,
+    metric: str,
+    higher_is_better: bool,
+    reference: str = DEFAULT_REFERENCE,
+    confidence: float = 0.95,
+    adjustment: str = "holm",
+    planned_seeds: Mapping[str, Sequence[int]] | None = None,
+    paper_values: Mapping[str, float] | None = None,
+    on_seed_mismatch: str = "welch",
+) -> ResultsTable:
+    """One row per method (or grid point), each compared with the `reference` row on shared seeds.
+
+    `planned_seeds` and `paper_values` are keyed by method or by row label ("method [group]").
+    P-values are adjusted across all comparisons in the table (`adjustment`: holm | bh | none),
+    and verdicts use the adjusted p-value at alpha = 1 - confidence.
+    """
+    confidence = check_confidence(confidence)
+    if adjustment not in ADJUSTMENT_METHODS:
+        raise ValueError(f"unknown adjustment {adjustment!r}; choose one of {ADJUSTMENT_METHODS}")
+    planned_seeds = dict(planned_seeds or {})
+    paper_values = dict(paper_values or {})
+
+    outcomes = _collect(records)
+    for key in planned_seeds:
+        # A planned method with no records at all still gets a row, so a table shows what never ran.
+        if not any(key in (method, row_label(method, group)) for method, group in outcomes):
+            outcomes[(key, None)] = _SeedOutcomes()
+    keys = _ordered_keys(list(outcomes), reference, list(planned_seeds))
+    reference_key, reference_note = _find_reference(keys, reference)
+
+    drafts: dict[tuple[str, str | None], dict[str, Any]] = {}
+    comparisons: dict[tuple[str, str | None], Comparison] = {}
+    for key in keys:
+        drafts[key] = _describe(key, outcomes[key], planned_seeds, paper_values, confidence)
+    for key in keys:
+        if key == reference_key:
+            continue
+        if reference_key is None:
+            drafts[key]["warnings"].append(reference_note)
+            continue
+        comparisons[key] = compare_by_seed(
+            dict(drafts[key]["per_seed"]),
+            dict(drafts[reference_key]["per_seed"]),
+            confidence=confidence,
+            higher_is_better=higher_is_better,
+            on_mismatch=on_seed_mismatch,
+        )
+
+    compared = list(comparisons)
+    adjusted = adjust([comparisons[k].p_value for k in compared], adjustment)
+    p_adjusted = dict(zip(compared, adjusted, strict=True))
+    rows = []
+    for key in keys:
+        draft = drafts[key]
+        comparison = comparisons.get(key)
+        if key == reference_key:
+            draft.update(is_reference=True, verdict=REFERENCE)
+        elif comparison is None:
+            draft.update(verdict=INSUFFICIENT_DATA)
+        else:
+            draft.update(
+                diff_mean=comparison.diff_mean,
+                diff_ci_low=comparison.diff_ci_low,
+                diff_ci_high=comparison.diff_ci_high,
+                paired=comparison.paired,
+                test=comparison.test,
+                p_value=comparison.p_value,
+                p_adjusted=p_adjusted[key],
+                p_t=comparison.p_t,
+                p_wilcoxon=comparison.p_wilcoxon,
+                effect_size=comparison.effect_size,
+                effect_size_name=comparison.effect_size_name,
+                prob_improvement=comparison.prob_improvement,
+                mde_80=comparison.mde_80,
+                verdict=verdict(
+                    comparison.diff_mean,
+                    p_adjusted[key],
+                    alpha=1.0 - confidence,
+                    higher_is_better=higher_is_better,
+                ),
+            )
+            draft["warnings"].extend(comparison.warnings)
+        draft["warnings"] = tuple(dict.fromkeys(draft["warnings"]))  # drop repeats, keep order
+        rows.append(ResultsRow(**draft))
+    return ResultsTable(
+        dataset=dataset,
+        metric=metric,
+        reference=reference,
+        higher_is_better=higher_is_better,
+        confidence=confidence,
+        adjustment=adjustment,
+        rows=tuple(rows),
+    )
+
+
+def _collect(records: Iterable[TrialRecord]) -> dict[tuple[str, str | None], _SeedOutcomes]:
+    outcomes: dict[tuple[str, str | None], _SeedOutcomes] = defaultdict(_SeedOutcomes)
+    for record in records:
+        row = outcomes[(record.method, record.group)]
+        seed = int(record.seed)
+        row.study_ids.add(record.study_id)
+        if record.mlflow_run_id:
+            row.run_ids[seed].append(record.mlflow_run_id)
+        status = record.status.lower()
+        has_value = record.value is not None and math.isfinite(float(record.value))
+        if status in COMPLETED_STATUSES and has_value:
+            if seed in row.completed:
+                row.duplicates.add(seed)
+            row.completed[seed] = float(record.value)  # the last completed record for a seed wins
+        elif status in COMPLETED_STATUSES or status in FAILED_STATUSES:
+            row.failed.add(seed)  # a "succeeded" trial without a finite metric failed in all but name
+        else:
+            row.unfinished.add(seed)
+    return outcomes
+
+
+def _ordered_keys(
+    keys: list[tuple[str, str | None]], reference: str, planned_order: list[str]
+) -> list[tuple[str, str | None]]:
+    """Reference first, then the order of `planned_seeds`, then alphabetical."""
+
+    def rank(key: tuple[str, str | None]) -> tuple[int, int, str, str]:
+        method, group = key
+        is_reference = reference in (method, row_label(method, group))
+        planned = [i for i, name in enumerate(planned_order) if name in (method, row_label(method, group))]
+        return (0 if is_reference else 1, planned[0] if planned else len(planned_order), method, group or "")
+
+    return sorted(keys, key=rank)
+
+
+def _find_reference(
+    keys: list[tuple[str, str | None]], reference: str
+) -> tuple[tuple[str, str | None] | None, str]:
+    by_label = [k for k in keys if row_label(*k) == reference]
+    if by_label:
+        return by_label[0], ""
+    by_method = [k for k in keys if k[0] == reference]
+    if len(by_method) == 1:
+        return by_method[0], ""
+    if by_method:
+        labels = ", ".join(row_label(*k) for k in by_method)
+        return None, f"reference {reference!r} is ambiguous ({labels}): name one row label as the reference"
+    return None, f"reference method {reference!r} has no trials in this table: no comparison possible"
+
+
+def _describe(
+    key: tuple[str, str | None],
+    seeds: _SeedOutcomes,
+    planned_seeds: Mapping[str, Sequence[int]],
+    paper_values: Mapping[str, float],
+    confidence: float,
+) -> dict[str, Any]:
+    """The row's own numbers (no comparison yet) as ResultsRow keyword arguments."""
+    method, group = key
+    label = row_label(method, group)
+    plan = planned_seeds.get(label, planned_seeds.get(method))
+    failed = seeds.failed - set(seeds.completed)
+    unfinished = seeds.unfinished - set(seeds.completed) - failed
+    notes: list[str] = []
+    if plan is not None:
+        planned = {int(s) for s in plan}
+        unfinished |= planned - set(seeds.completed) - failed
+        extra = sorted((set(seeds.completed) | failed) - planned)
+        if extra:
+            notes.append(f"seed(s) {_seed_list(extra)} not in the plan; included anyway")
+        n_planned = len(planned)
+    else:
+        n_planned = len(set(seeds.completed) | failed | unfinished)
+
+    per_seed = tuple(sorted(seeds.completed.items()))
+    summary = summarize([v for _, v in per_seed], confidence)
+    n = summary.n
+    if n == 0:
+        notes.append("no completed seeds")
+    elif n < LOW_N_THRESHOLD:
+        notes.append(low_n_warning(n))
+    if failed:
+        notes.append(f"{len(failed)} of {n_planned} seed(s) failed (seed(s) {_seed_list(sorted(failed))})")
+    if unfinished:
+        notes.append(f"{len(unfinished)} seed(s) not finished (seed(s) {_seed_list(sorted(unfinished))})")
+    if seeds.duplicates:
+        notes.append(
+            f"seed(s) {_seed_list(sorted(seeds.duplicates))} completed more than once: the last record is used"
+        )
+    notes.extend(w for w in summary.warnings if not w.startswith(("no values", "one value")))
+
+    paper = paper_values.get(label, paper_values.get(method))
+    return {
+        "method": method,
+        "group": group,
+        "is_reference": False,
+        "n": n,
+        "n_planned": n_planned,
+        "n_failed": len(failed),
+        "n_unfinished": len(unfinished),
+        "per_seed": per_seed,
+        "failed_seeds": tuple(sorted(failed)),
+        "mean": summary.mean,
+        "std": summary.std,
+        "sem": summary.sem,
+        "ci_low": summary.ci_low,
+        "ci_high": summary.ci_high,
+        "boot_low": summary.boot_low,
+        "boot_high": summary.boot_high,
+        "boot_resamples": summary.boot_resamples,
+        "median": summary.median,
+        "iqm": summary.iqm,
+        "diff_mean": None,
+        "diff_ci_low": None,
+        "diff_ci_high": None,
+        "paired": None,
+        "test": None,
+        "p_value": None,
+        "p_adjusted": None,
+        "p_t": None,
+        "p_wilcoxon": None,
+        "effect_size": None,
+        "effect_size_name": None,
+        "prob_improvement": None,
+        "mde_80": None,
+        "verdict": INSUFFICIENT_DATA,
+        "warnings": notes,
+        "study_ids": tuple(sorted(seeds.study_ids)),
+        "mlflow_run_ids": tuple(dict.fromkeys(r for _, runs in sorted(seeds.run_ids.items()) for r in runs)),
+        "paper_value": None if paper is None else float(paper),
+    }
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    return ", ".join(str(s) for s in seeds)

@@ -1,0 +1,80 @@
+"""The human-readable columns every renderer shows, computed once from a ResultsTable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from studies.tables.formatting import DASH, Formatter, format_p, format_ratio
+
+if TYPE_CHECKING:
+    from studies.tables.build import ResultsRow, ResultsTable
+
+__all__ = ["display_cells", "display_headers", "formatter_for", "table_caption"]
+
+
+def display_headers(table: ResultsTable) -> list[str]:
+    level = f"{table.confidence * 100:g} %"
+    headers = [
+        "method",
+        "seeds done/planned",
+        f"{table.metric} mean",
+        f"{level} CI (t)",
+        f"{level} CI (BCa)",
+        f"Δ vs {table.reference}",
+        f"Δ {level} CI",
+        "test",
+        "p",
+        f"p adj. ({table.adjustment})",
+        "effect size",
+        "P(improve)",
+        "MDE 80 %",
+        "verdict",
+    ]
+    if table.has_paper_values:
+        headers.append("paper")
+    return headers
+
+
+def display_cells(table: ResultsTable, fmt: Formatter, row: ResultsRow) -> list[str]:
+    effect = DASH
+    if row.effect_size is not None:
+        short = {"Cohen's d_z": "d_z", "Hedges' g": "g"}.get(row.effect_size_name or "", "")
+        effect = f"{short} = {row.effect_size:+.2f}"
+    test = DASH if row.test in (None, "none") else row.test + ("" if row.paired else " (unpaired)")
+    cells = [
+        row.label,
+        f"{row.n}/{row.n_planned}" + (f" ({row.n_failed} failed)" if row.n_failed else ""),
+        fmt.value(row.mean),
+        fmt.interval(row.ci_low, row.ci_high),
+        fmt.interval(row.boot_low, row.boot_high),
+        fmt.signed(row.diff_mean),
+        fmt.signed_interval(row.diff_ci_low, row.diff_ci_high),
+        test,
+        format_p(row.p_value),
+        format_p(row.p_adjusted),
+        effect,
+        format_ratio(row.prob_improvement),
+        fmt.value(row.mde_80),
+        row.verdict,
+    ]
+    if table.has_paper_values:
+        cells.append(fmt.value(row.paper_value))
+    return cells
+
+
+def formatter_for(table: ResultsTable) -> Formatter:
+    return Formatter(row.mean for row in table.rows)
+
+
+def table_caption(table: ResultsTable) -> str:
+    direction = "higher is better" if table.higher_is_better else "lower is better"
+    return (
+        f"{table.dataset}: {table.metric} ({direction}); reference {table.reference}; "
+        f"{table.confidence * 100:g} % intervals; p adjusted by {_adjustment_name(table.adjustment)} "
+        f"across {sum(r.p_value is not None for r in table.rows)} comparison(s); "
+        f"bootstrap: BCa, {table.bootstrap_resamples} resamples, seed fixed; {table.primary_test}"
+    )
+
+
+def _adjustment_name(adjustment: str) -> str:
+    return {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "nothing (raw)"}.get(adjustment, adjustment)

@@ -1,0 +1,115 @@
+"""A self-contained HTML page for a results table: inline CSS, no scripts, no external assets."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
+
+if TYPE_CHECKING:
+    from studies.tables.build import ResultsTable
+
+__all__ = ["to_html"]
+
+_VERDICT_CLASS = {
+    "better": "better",
+    "worse": "worse",
+    "no significant difference": "nsd",
+    "reference": "reference",
+    "insufficient data": "insufficient",
+}
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem; color: #1f2328; }
+h1 { font-size: 1.35rem; margin-bottom: 0.25rem; }
+p.caption { color: #57606a; max-width: 70rem; }
+table { border-collapse: collapse; font-size: 0.9rem; }
+th, td { border: 1px solid #d0d7de; padding: 0.35rem 0.6rem; text-align: right; white-space: nowrap; }
+th { background: #f6f8fa; position: sticky; top: 0; }
+td.label, th.label { text-align: left; font-weight: 600; }
+tr:nth-child(even) td { background: #fafbfc; }
+td.verdict { font-weight: 600; text-align: center; }
+td.better { background: #dafbe1 !important; color: #116329; }
+td.worse { background: #ffebe9 !important; color: #a40e26; }
+td.nsd { background: #f6f8fa !important; color: #57606a; }
+td.reference { background: #ddf4ff !important; color: #0a3069; }
+td.insufficient { background: #fff8c5 !important; color: #7d4e00; }
+details { margin: 0.4rem 0; }
+summary { cursor: pointer; font-weight: 600; }
+ul { margin: 0.3rem 0 0.6rem 1.2rem; padding: 0; }
+code { font-size: 0.85rem; }
+.legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
+"""
+
+
+def to_html(table: ResultsTable) -> str:
+    """A complete HTML document; verdict cells are coloured (better green, worse red)."""
+    fmt = formatter_for(table)
+    headers = display_headers(table)
+    head_cells = "".join(
+        f'<th class="label">{escape(h)}</th>' if i == 0 else f"<th>{escape(h)}</th>"
+        for i, h in enumerate(headers)
+    )
+    verdict_column = headers.index("verdict")
+    body_rows = []
+    for row in table.rows:
+        cells = []
+        for i, text in enumerate(display_cells(table, fmt, row)):
+            if i == 0:
+                cells.append(f'<td class="label">{escape(text)}</td>')
+            elif i == verdict_column:
+                css = _VERDICT_CLASS.get(row.verdict, "nsd")
+                cells.append(f'<td class="verdict {css}">{escape(text)}</td>')
+            else:
+                cells.append(f"<td>{escape(text)}</td>")
+        body_rows.append("<tr>" + "".join(cells) + "</tr>")
+
+    details = []
+    for row in table.rows:
+        seeds = ", ".join(f"{seed}: {fmt.value(value)}" for seed, value in row.per_seed) or "none"
+        items = [f"<li>per-seed values: {escape(seeds)}</li>"]
+        if row.failed_seeds:
+            items.append(f"<li>failed seeds: {escape(', '.join(map(str, row.failed_seeds)))}</li>")
+        items += [f"<li>warning: {escape(w)}</li>" for w in row.warnings]
+        items.append(f"<li>studies: <code>{escape(', '.join(row.study_ids) or 'none')}</code></li>")
+        items.append(f"<li>MLflow runs: <code>{escape(', '.join(row.mlflow_run_ids) or 'none')}</code></li>")
+        flag = f" ({len(row.warnings)} warning(s))" if row.warnings else ""
+        details.append(
+            f"<details><summary>{escape(row.label)}{escape(flag)}</summary><ul>{''.join(items)}</ul></details>"
+        )
+
+    legend = "".join(
+        f'<span class="{css}" style="display:inline-block">{escape(name)}</span>'
+        for name, css in _VERDICT_CLASS.items()
+    )
+    title = f"{table.dataset}: {table.metric}"
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)} results</title>
+<style>{_CSS}
+.legend span.better {{ background: #dafbe1; color: #116329; }}
+.legend span.worse {{ background: #ffebe9; color: #a40e26; }}
+.legend span.nsd {{ background: #f6f8fa; color: #57606a; }}
+.legend span.reference {{ background: #ddf4ff; color: #0a3069; }}
+.legend span.insufficient {{ background: #fff8c5; color: #7d4e00; }}
+</style>
+</head>
+<body>
+<h1>{escape(title)}</h1>
+<p class="caption">{escape(table_caption(table))}</p>
+<p class="legend">verdict: {legend}</p>
+<table>
+<thead><tr>{head_cells}</tr></thead>
+<tbody>
+{chr(10).join(body_rows)}
+</tbody>
+</table>
+<h2>Per-seed values, warnings and provenance</h2>
+{chr(10).join(details)}
+</body>
+</html>
+"""
