@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import pytest
@@ -18,7 +19,7 @@ def test_cosine_runs_from_the_peak_after_warmup_to_min_ratio_at_the_last_step():
     midpoint = warmup_cosine_factor(2 + 4.5, **kwargs)  # halfway through the 9 decay steps
     assert midpoint == pytest.approx(0.1 + 0.9 * 0.5)
     decay = [warmup_cosine_factor(s, **kwargs) for s in range(2, 12)]
-    assert all(a > b for a, b in zip(decay, decay[1:], strict=False))
+    assert all(a > b for a, b in itertools.pairwise(decay))
 
 
 def test_without_warmup_the_first_step_uses_the_peak_rate():
