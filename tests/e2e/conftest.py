@@ -44,12 +44,16 @@ class RunningService:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         logs = self.data_dir / "logs"
         for extra in sorted(logs.glob("*.log")) if logs.exists() else []:
-            text += f"\n--- {extra.name} ---\n" + "\n".join(extra.read_text(errors="replace").splitlines()[-20:])
+            text += f"\n--- {extra.name} ---\n" + "\n".join(
+                extra.read_text(errors="replace").splitlines()[-20:]
+            )
         return "\n".join(text.splitlines()[-lines:])
 
 
 def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
+    }
     worker_base = random.randint(30000, 40000)
     env.update(
         {

@@ -52,7 +52,9 @@ def test_progress_is_visible_while_the_study_runs(finished_quick_study):
     assert finished_quick_study["seen_running_progress"]
 
 
-def test_the_database_holds_every_trial_with_its_metrics_and_mlflow_run(running_service, finished_quick_study):
+def test_the_database_holds_every_trial_with_its_metrics_and_mlflow_run(
+    running_service, finished_quick_study
+):
     study_id = finished_quick_study["study"]["id"]
     with session_scope(make_engine(running_service.database_url)) as session:
         trials = list_trials(session, study_id=study_id)
@@ -61,7 +63,9 @@ def test_the_database_holds_every_trial_with_its_metrics_and_mlflow_run(running_
     assert len(tune) == 6  # num_samples 2 x 3 methods
     assert len(final) == 9  # 3 methods x 3 seeds
     assert all(t.status == "succeeded" for t in trials)
-    assert {(t.method, t.seed) for t in final} == {(m, s) for m in ("autonorm_s", "frozen_ln", "dyt") for s in (0, 1, 2)}
+    assert {(t.method, t.seed) for t in final} == {
+        (m, s) for m in ("autonorm_s", "frozen_ln", "dyt") for s in (0, 1, 2)
+    }
     assert all(t.metric_value is not None and 0.0 <= t.metric_value <= 1.0 for t in final)
     assert all(t.mlflow_run_id for t in trials)
     # Paired comparison: every method's final config ran on the same seeds with its tuned knobs.
@@ -69,7 +73,9 @@ def test_the_database_holds_every_trial_with_its_metrics_and_mlflow_run(running_
     assert len({t.config["knobs"]["t_freeze"] for t in autonorm}) == 1
 
 
-def test_mlflow_holds_one_parent_run_and_one_tagged_child_run_per_trial(running_service, finished_quick_study):
+def test_mlflow_holds_one_parent_run_and_one_tagged_child_run_per_trial(
+    running_service, finished_quick_study
+):
     study = finished_quick_study["study"]
     client = MlflowClient(running_service.mlflow_url)
     runs = client.search_runs([study["mlflow_experiment_id"]], max_results=1000)
