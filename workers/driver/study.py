@@ -89,11 +89,18 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         ray.init(address="auto", log_to_driver=False)
     client = MlflowClient(ctx.mlflow_tracking_uri)
     parent = ensure_parent_run(
-        client, study_id=study_id, study_name=spec.name, dataset=spec.dataset, spec=spec.model_dump(mode="json")
+        client,
+        study_id=study_id,
+        study_name=spec.name,
+        dataset=spec.dataset,
+        spec=spec.model_dump(mode="json"),
     )
     with session_scope(ctx.engine) as session:
         set_study_runtime(
-            session, study_id=study_id, mlflow_experiment_id=parent.experiment_id, mlflow_parent_run_id=parent.run_id
+            session,
+            study_id=study_id,
+            mlflow_experiment_id=parent.experiment_id,
+            mlflow_parent_run_id=parent.run_id,
         )
     metric = dataset_metric(spec.dataset)
     base = {
@@ -120,11 +127,20 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
                 for point in spec.grid_points(m)
                 for seed in spec.seeds
             ]
-            _run_variants(spec, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent)
+            _run_variants(
+                spec, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
+            )
         else:
-            best = {m: _tune_method(spec, ctx, base, m, metric=metric, client=client, parent=parent) for m in spec.methods}
-            variants = [{"method": m, "knobs": best[m], "seed": seed} for m in spec.methods for seed in spec.seeds]
-            _run_variants(spec, ctx, base, variants, phase="final", metric=metric, client=client, parent=parent)
+            best = {
+                m: _tune_method(spec, ctx, base, m, metric=metric, client=client, parent=parent)
+                for m in spec.methods
+            }
+            variants = [
+                {"method": m, "knobs": best[m], "seed": seed} for m in spec.methods for seed in spec.seeds
+            ]
+            _run_variants(
+                spec, ctx, base, variants, phase="final", metric=metric, client=client, parent=parent
+            )
     except BaseException:
         status = "FAILED"
         raise
@@ -143,11 +159,15 @@ def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
     """A new Tuner, or the interrupted one restored from its storage (driver restarted mid-phase)."""
     if tune.Tuner.can_restore(str(path)):
         log.info("resuming the Tune experiment at %s", path)
-        return tune.Tuner.restore(str(path), trainable, resume_errored=True, param_space=kwargs.get("param_space"))
+        return tune.Tuner.restore(
+            str(path), trainable, resume_errored=True, param_space=kwargs.get("param_space")
+        )
     return tune.Tuner(trainable, **kwargs)
 
 
-def _tune_method(spec: StudySpec, ctx: DriverContext, base: dict[str, Any], method: str, *, metric, client, parent):
+def _tune_method(
+    spec: StudySpec, ctx: DriverContext, base: dict[str, Any], method: str, *, metric, client, parent
+):
     """Phase 1 for one method; returns the best knob values (fixed knobs included)."""
     space = spec.search_space_for(method)
     searchable = has_searchable_knobs(space)
@@ -202,17 +222,25 @@ def _run_variants(spec, ctx, base, variants, *, phase: str, metric, client, pare
         _trainable(spec),
         param_space=param_space,
         tune_config=tune.TuneConfig(num_samples=1),
-        run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", client=client, parent=parent),
+        run_config=_run_config(
+            spec, ctx, name, metric_key=f"test_{metric.name}", client=client, parent=parent
+        ),
     )
     tuner.fit()
 
 
-def _run_config(spec: StudySpec, ctx: DriverContext, name: str, *, metric_key: str, client, parent) -> tune.RunConfig:
+def _run_config(
+    spec: StudySpec, ctx: DriverContext, name: str, *, metric_key: str, client, parent
+) -> tune.RunConfig:
     return tune.RunConfig(
         name=name,
         storage_path=str(ctx.results_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[TrialRecorder(ctx.engine, metric_key=metric_key, mlflow=client, experiment_id=parent.experiment_id)],
+        callbacks=[
+            TrialRecorder(
+                ctx.engine, metric_key=metric_key, mlflow=client, experiment_id=parent.experiment_id
+            )
+        ],
         verbose=1,
     )
