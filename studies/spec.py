@@ -37,6 +37,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from studies.limits import StudyLimits
 
 __all__ = [
+    "DATASET_METRICS",
     "JSON_CONTENT_TYPES",
     "KNOBS",
     "KNOWN_DATASETS",
@@ -83,6 +84,7 @@ KNOWN_DATASETS: tuple[str, ...] = (
     "ptb_pos_sample",
     "digits_c",
     "fashion_mnist_c",
+    "ptb_lm_sample",
 )
 
 # Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
@@ -102,8 +104,18 @@ _DATASET_FAMILY: dict[str, str] = {
         ),
         "image",
     ),
-    **dict.fromkeys(("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample"), "text"),
+    **dict.fromkeys(
+        ("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"), "text"
+    ),
     **dict.fromkeys(("energy", "california_housing"), "tabular"),
+}
+
+# Primary metric of each dataset and whether higher is better (as workers.data.DATASETS declares them).
+_LOWER_IS_BETTER = {"ptb_lm": "perplexity", "ptb_lm_sample": "perplexity", "energy": "rmse"}
+_LOWER_IS_BETTER["california_housing"] = "rmse"
+DATASET_METRICS: dict[str, tuple[str, bool]] = {
+    name: (_LOWER_IS_BETTER[name], False) if name in _LOWER_IS_BETTER else ("accuracy", True)
+    for name in KNOWN_DATASETS
 }
 
 # Same names as models.methods.METHODS (kept here so studies.spec needs no torch).
@@ -333,9 +345,7 @@ def _check_unique(values: list[Scalar]) -> list[Scalar]:
     return values
 
 
-Distribution = Annotated[
-    Union[Uniform, LogUniform, IntRange, Choice, Grid, Fixed], Field(discriminator="type")
-]  # noqa: UP007
+Distribution = Annotated[Uniform | LogUniform | IntRange | Choice | Grid | Fixed, Field(discriminator="type")]
 
 
 def _points(dist: Distribution) -> list[Scalar]:

@@ -46,8 +46,9 @@ def create_study(session: Session, *, spec: StudySpec | Mapping[str, Any]) -> St
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
 
 
-def get_study(session: Session, *, study_id: str) -> StudyView:
-    row = _get_row(session, study_id)
+def get_study(session: Session, *, study_id: str, lock: bool = False) -> StudyView:
+    """One study with its progress; `lock=True` holds its row until the transaction ends (PostgreSQL)."""
+    row = _get_row(session, study_id, for_update=lock)
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
 
 

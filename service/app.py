@@ -1,0 +1,70 @@
+"""The FastAPI app factory: settings, database, token and dispatcher wired onto app.state.
+
+uvicorn --factory service.app:create_app      (or `normlab serve`, which also starts Ray and MLflow)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from service.auth import ensure_api_token
+from service.errors import install_error_handlers
+from service.ports import Dispatcher
+from service.routes import health_router, results_router, studies_router
+from service.settings import Settings, get_settings
+from service.store import make_engine, upgrade_database
+
+__all__ = ["create_app"]
+
+
+def _version() -> str:
+    try:
+        return version("normlab")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(
+    settings: Settings | None = None,
+    dispatcher: Dispatcher | None = None,
+    *,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    """Build the API. `dispatcher` stops running studies' Ray jobs on cancel (None: cancel only queued
+    studies); `lifespan` runs inside the app's own (e.g. to start a background loop with the server)."""
+    settings = settings or get_settings()
+    if settings.auto_migrate:
+        upgrade_database(settings.database_url)
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            if lifespan is None:
+                yield
+            else:
+                async with lifespan(app):
+                    yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="NormLab",
+        version=_version(),
+        summary="Sweeps and seed-wise comparisons of normalization methods for Transformers",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.dispatcher = dispatcher
+    app.state.api_token = SecretStr(ensure_api_token(settings))  # SecretStr: never printed by accident
+    install_error_handlers(app)
+    app.include_router(health_router)
+    app.include_router(studies_router)
+    app.include_router(results_router)
+    return app

@@ -1,0 +1,103 @@
+"""Response bodies of the HTTP API (built from the store's value objects)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from service.store import StudyView, TrialView
+
+__all__ = ["ProgressOut", "StudyLinks", "StudyOut", "TrialOut"]
+
+
+class ProgressOut(BaseModel):
+    planned: int  # trials the spec plans, all phases
+    done: int  # finished trials, whatever the outcome
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    fraction: float  # done / planned, capped at 1
+
+
+class StudyLinks(BaseModel):
+    self: str
+    trials: str
+    results: str
+
+
+class StudyOut(BaseModel):
+    id: str
+    name: str
+    dataset: str
+    kind: str
+    status: str  # queued | running | succeeded | failed | cancelled
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    ray_job_id: str | None
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: str | None
+    progress: ProgressOut
+    links: StudyLinks
+    spec: dict[str, Any]  # the validated spec, defaults filled in
+
+    @classmethod
+    def from_view(cls, study: StudyView) -> StudyOut:
+        p = study.progress
+        return cls(
+            id=study.id,
+            name=study.name,
+            dataset=study.dataset,
+            kind=study.kind,
+            status=study.status,
+            error=study.error,
+            created_at=study.created_at,
+            updated_at=study.updated_at,
+            started_at=study.started_at,
+            finished_at=study.finished_at,
+            ray_job_id=study.ray_job_id,
+            mlflow_experiment_id=study.mlflow_experiment_id,
+            mlflow_parent_run_id=study.mlflow_parent_run_id,
+            progress=ProgressOut(
+                planned=p.planned,
+                done=p.done,
+                running=p.running,
+                succeeded=p.succeeded,
+                failed=p.failed,
+                cancelled=p.cancelled,
+                fraction=p.fraction,
+            ),
+            links=StudyLinks(
+                self=f"/studies/{study.id}",
+                trials=f"/studies/{study.id}/trials",
+                results=f"/results/{study.dataset}?study={study.id}",
+            ),
+            spec=study.spec,
+        )
+
+
+class TrialOut(BaseModel):
+    id: int
+    study_id: str
+    trial_key: str
+    phase: str  # tune | final | grid
+    method: str
+    group: str | None  # grid point label
+    config: dict[str, Any]
+    seed: int | None
+    status: str  # running | succeeded | failed | cancelled
+    metrics: dict[str, Any]
+    metric_value: float | None  # the phase's primary metric
+    mlflow_run_id: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_view(cls, trial: TrialView) -> TrialOut:
+        return cls(**{name: getattr(trial, name) for name in cls.model_fields})

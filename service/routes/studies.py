@@ -1,0 +1,132 @@
+"""/studies: submit (JSON or YAML), list, read with progress, list trials, cancel.
+
+Routes only persist: a submitted study is stored QUEUED and the background loop starts it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from pydantic import ValidationError
+
+from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
+from service.errors import ClusterUnavailableError, InvalidSpecError, SpecTooLargeError
+from service.routes.schemas import StudyOut, TrialOut
+from service.store import (
+    Phase,
+    StudyStatus,
+    TrialStatus,
+    create_study,
+    get_study,
+    list_studies,
+    list_trials,
+    set_study_status,
+)
+from studies.spec import SpecFormatError, StudySpec, parse_spec_text
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/studies", tags=["studies"])
+
+_SPEC_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "A StudySpec as JSON or YAML (see studies/examples/).",
+        "content": {
+            "application/json": {
+                "schema": StudySpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            },
+            "application/yaml": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
+    """Parse and validate the body by its content type, with the server's study limits."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > settings.max_spec_bytes:
+        raise SpecTooLargeError(f"the spec is larger than {settings.max_spec_bytes} bytes")
+    body = await request.body()
+    if len(body) > settings.max_spec_bytes:
+        raise SpecTooLargeError(f"the spec is larger than {settings.max_spec_bytes} bytes")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecFormatError(f"the spec is not UTF-8 text: {exc}") from exc
+    data = parse_spec_text(text, request.headers.get("content-type"))
+    try:
+        return StudySpec.model_validate(data, context={"limits": settings.study_limits})
+    except ValidationError as exc:
+        raise InvalidSpecError(exc) from exc
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StudyOut,
+    dependencies=[AuthDep],
+    openapi_extra=_SPEC_BODY,
+    summary="Submit a study (stored as queued; the background loop starts it)",
+)
+def submit_study(
+    spec: Annotated[StudySpec, Depends(spec_from_body)],
+    session: SessionDep,
+    request: Request,
+    response: Response,
+) -> StudyOut:
+    study = create_study(session, spec=spec)
+    response.headers["Location"] = str(request.url_for("read_study", study_id=study.id))
+    return StudyOut.from_view(study)
+
+
+@router.get("", response_model=list[StudyOut], summary="List studies, newest first")
+def read_studies(
+    session: SessionDep,
+    status: StudyStatus | None = None,
+    dataset: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[StudyOut]:
+    return [StudyOut.from_view(s) for s in list_studies(session, status=status, dataset=dataset, limit=limit)]
+
+
+@router.get("/{study_id}", response_model=StudyOut, summary="A study with its progress")
+def read_study(study_id: str, session: SessionDep) -> StudyOut:
+    return StudyOut.from_view(get_study(session, study_id=study_id))
+
+
+@router.get("/{study_id}/trials", response_model=list[TrialOut], summary="A study's trials, oldest first")
+def read_trials(
+    study_id: str,
+    session: SessionDep,
+    phase: Phase | None = None,
+    status: TrialStatus | None = None,
+) -> list[TrialOut]:
+    get_study(session, study_id=study_id)  # 404 for an unknown study rather than an empty list
+    return [
+        TrialOut.from_view(t) for t in list_trials(session, study_id=study_id, phase=phase, status=status)
+    ]
+
+
+@router.post(
+    "/{study_id}/cancel",
+    response_model=StudyOut,
+    dependencies=[AuthDep],
+    summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
+)
+def cancel_study(study_id: str, session: SessionDep, dispatcher: DispatcherDep) -> StudyOut:
+    # Lock the row first: the background loop cannot start the study while we decide how to stop it.
+    study = get_study(session, study_id=study_id, lock=True)
+    if study.status == StudyStatus.RUNNING.value and study.ray_job_id:
+        if dispatcher is None:
+            raise ClusterUnavailableError("this API has no dispatcher configured, so it cannot stop Ray jobs")
+        try:
+            dispatcher.cancel(study.ray_job_id)
+        except Exception as exc:
+            raise ClusterUnavailableError(
+                f"could not stop Ray job {study.ray_job_id} ({type(exc).__name__}: {exc}); "
+                "the study is still running, try again"
+            ) from exc
+    # Finished studies raise InvalidStatusTransitionError (409); an already cancelled one is a no-op.
+    return StudyOut.from_view(set_study_status(session, study_id=study_id, status=StudyStatus.CANCELLED))
