@@ -78,6 +78,8 @@ if compgen -G "$PATTERN_DIR/$PATTERN_CORPUS_REL/tagged-en-wsj.txt*" >/dev/null; 
 else
   ensure_apt_index python3-pattern
   work="$(mktemp -d)"
+  # apt's sandbox user must be able to write the .deb here (otherwise it warns and downloads as root).
+  if [[ "$(id -u)" -eq 0 ]] && id _apt >/dev/null 2>&1; then chown _apt "$work"; fi
   # apt-get download writes into the current directory and does not need root.
   (cd "$work" && apt-get download -qq python3-pattern)
   mkdir -p "$PATTERN_DIR"
@@ -118,8 +120,7 @@ else
 fi
 
 # --- SST-2 stand-in: Rotten Tomatoes sentences from the vaderSentiment sdist ------------------------
-if compgen -G "$VADER_DIR/*/rt-polarity*" >/dev/null || compgen -G "$VADER_DIR/*/*rotten*" >/dev/null \
-  || [[ -f "$VADER_DIR/.complete" ]]; then
+if [[ -f "$VADER_DIR/.complete" && -f "$VADER_DIR/hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt" ]]; then
   present+=("rotten_tomatoes_vader $VADER_DIR")
 else
   work="$(mktemp -d)"
