@@ -171,7 +171,7 @@ def build_results_table(
     for key in planned_seeds:
         # A planned method with no records at all still gets a row, so a table shows what never ran.
         if not any(key in (method, row_label(method, group)) for method, group in outcomes):
-            outcomes[(key, None)] = _SeedOutcomes()
+            outcomes[_split_label(key)] = _SeedOutcomes()
     keys = _ordered_keys(list(outcomes), reference, list(planned_seeds))
     reference_key, reference_note = _find_reference(keys, reference)
 
@@ -371,6 +371,14 @@ def _describe(
         "mlflow_run_ids": tuple(dict.fromkeys(r for _, runs in sorted(seeds.run_ids.items()) for r in runs)),
         "paper_value": None if paper is None else float(paper),
     }
+
+
+def _split_label(label: str) -> tuple[str, str | None]:
+    """Inverse of row_label: "autonorm [tau=0.5]" -> ("autonorm", "tau=0.5")."""
+    if label.endswith("]") and " [" in label:
+        method, group = label[:-1].split(" [", 1)
+        return method, group
+    return label, None
 
 
 def _seed_list(seeds: Sequence[int]) -> str:

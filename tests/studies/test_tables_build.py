@@ -262,6 +262,21 @@ def test_grid_points_are_rows_compared_with_the_reference_method() -> None:
     )
 
 
+def test_a_planned_grid_point_without_trials_gets_a_row_with_its_method_and_group() -> None:
+    plan = {"frozen_ln [base]": range(3), "autonorm [tau=0.5]": range(3), "autonorm [tau=2.0]": range(3)}
+    records = records_for("frozen_ln", REFERENCE_ACC[:3], group="base") + records_for(
+        "autonorm", BETTER_ACC[:3], group="tau=0.5"
+    )
+    table = build(records, planned_seeds=plan)
+    assert [(row.method, row.group) for row in table.rows] == [
+        ("frozen_ln", "base"),
+        ("autonorm", "tau=0.5"),
+        ("autonorm", "tau=2.0"),
+    ]
+    assert table.rows[0].verdict == "reference"  # the reference method's only row, whatever its group
+    assert (table.rows[2].n, table.rows[2].n_planned, table.rows[2].verdict) == (0, 3, "insufficient data")
+
+
 def test_a_method_with_several_grid_points_as_reference_is_ambiguous_and_says_so() -> None:
     records = records_for("autonorm", BETTER_ACC, group="a") + records_for("autonorm", NOISE_ACC, group="b")
     table = build(records, reference="autonorm")
