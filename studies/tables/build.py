@@ -33,6 +33,10 @@ PRIMARY_TEST_NOTE = (
     "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
     "Welch t-test when seed sets differ"
 )
+PRIMARY_TEST_NOTE_INTERSECT = (
+    "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
+    "when seed sets differ, paired on the seeds both completed"
+)
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,7 @@ def build_results_table(
         confidence=confidence,
         adjustment=adjustment,
         rows=tuple(rows),
+        primary_test=PRIMARY_TEST_NOTE if on_seed_mismatch == "welch" else PRIMARY_TEST_NOTE_INTERSECT,
     )
 
 

@@ -120,6 +120,8 @@ def test_pairing_on_the_shared_seeds_is_an_option_when_a_seed_failed() -> None:
     row = rows_by_label(build(records, on_seed_mismatch="intersect"))["autonorm_s"]
     assert row.paired is True and row.n == 5
     assert any("paired on the 5 shared seeds" in w for w in row.warnings)
+    assert "paired on the seeds both completed" in build(records, on_seed_mismatch="intersect").to_markdown()
+    assert "Welch t-test when seed sets differ" in build(records).to_markdown()
 
 
 def test_a_succeeded_trial_without_a_finite_value_counts_as_failed() -> None:
