@@ -1,0 +1,126 @@
+"""Fixtures for the service tests: a migrated database on SQLite and on the real PostgreSQL, an app
+wired to it with a fake dispatcher, and a valid spec to submit."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+from service.store import make_engine, upgrade_database
+
+POSTGRES_URL = os.environ.get(
+    "NORMLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+API_TOKEN = "test-token-not-secret"
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+
+QUICK_SPEC_YAML = """
+name: tiny
+dataset: digits
+model: vit_lite_tiny
+methods: [autonorm_s, frozen_ln, dyt]
+search:
+  lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}
+method_search:
+  autonorm_s: {tau: 0.5, t_freeze: {type: int, low: 1, high: 3}}
+num_samples: 2
+seeds: [0, 1, 2]
+budget: {epochs: 2, batch_size: 32}
+"""
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database: a fresh SQLite file, or a fresh schema on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'normlab.db'}"
+        return
+    schema = f"nl_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        # libpq `options` pins the search path, so every connection (Alembic's too) lives in the schema.
+        yield f"{POSTGRES_URL}?options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as connection:
+            connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    upgrade_database(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+class FakeDispatcher:
+    """Records what the API asks of the cluster; `fail_cancel` makes cancel raise like an unreachable Ray."""
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+        self.cancelled: list[str] = []
+        self.fail_cancel = False
+
+    def submit(self, study_id: str, spec: dict) -> str:
+        self.submitted.append(study_id)
+        return f"raysubmit_{study_id}"
+
+    def cancel(self, ray_job_id: str) -> None:
+        if self.fail_cancel:
+            raise ConnectionError("ray dashboard unreachable")
+        self.cancelled.append(ray_job_id)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        api_token=API_TOKEN,
+        ray_address=None,
+        # Nothing listens on these ports: readiness must report Ray and MLflow as unreachable.
+        ray_dashboard_port=9,
+        mlflow_tracking_uri="http://127.0.0.1:9",
+        max_trials_per_study=100,
+        max_seeds_per_study=5,
+        max_epochs_per_trial=50,
+    )
+
+
+@pytest.fixture
+def dispatcher() -> FakeDispatcher:
+    return FakeDispatcher()
+
+
+@pytest.fixture
+def app(settings: Settings, dispatcher: FakeDispatcher):
+    return create_app(settings=settings, dispatcher=dispatcher)
+
+
+@pytest.fixture
+def client(app) -> Iterator[TestClient]:
+    with TestClient(app) as client:
+        yield client
+
+
+@pytest.fixture
+def app_engine(app) -> sa.Engine:
+    return app.state.engine

@@ -1,0 +1,198 @@
+"""Study records: creation, listing, progress, and the status-transition rules (on SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.store import (
+    InvalidStatusTransitionError,
+    StudyNotFoundError,
+    create_study,
+    get_study,
+    list_studies,
+    record_trial,
+    session_scope,
+    set_study_runtime,
+    set_study_status,
+    study_progress,
+)
+from studies.spec import load_spec
+from tests.service.conftest import QUICK_SPEC_YAML
+
+
+def _new_study(engine, **changes):
+    spec = load_spec(QUICK_SPEC_YAML).model_copy(update=changes)
+    with session_scope(engine) as session:
+        return create_study(session, spec=spec)
+
+
+def _move(engine, study_id, *statuses):
+    for status in statuses:
+        with session_scope(engine) as session:
+            study = set_study_status(session, study_id=study_id, status=status)
+    return study
+
+
+def test_a_new_study_is_queued_with_its_spec_and_planned_trial_count(engine):
+    study = _new_study(engine)
+    assert study.status == "queued"
+    assert len(study.id) == 32 and int(study.id, 16) >= 0
+    assert study.dataset == "digits" and study.kind == "compare"
+    assert study.planned_trials == 2 * 3 + 3 * 3  # tune 2 per method + final 3 methods x 3 seeds
+    assert study.spec["methods"] == ["autonorm_s", "frozen_ln", "dyt"]
+    assert study.spec["budget"]["warmup_epochs"] == 0  # defaults are filled in before storing
+    assert study.created_at.tzinfo is not None
+
+
+def test_create_study_accepts_a_plain_mapping_and_validates_it(engine):
+    with session_scope(engine) as session:
+        study = create_study(session, spec={"name": "m", "dataset": "digits", "methods": ["dyt"]})
+    assert study.spec["seeds"] == [0, 1, 2]
+
+
+def test_get_study_returns_what_was_stored_and_unknown_ids_raise(engine):
+    created = _new_study(engine)
+    with session_scope(engine) as session:
+        assert get_study(session, study_id=created.id).spec == created.spec
+        with pytest.raises(StudyNotFoundError, match="no study with id 'nope'"):
+            get_study(session, study_id="nope")
+
+
+def test_list_studies_filters_by_status_and_dataset_and_orders_newest_first(engine):
+    first = _new_study(engine)
+    second = _new_study(engine, dataset="mnist_5k")
+    _move(engine, first.id, "running")
+    with session_scope(engine) as session:
+        assert [s.id for s in list_studies(session)] == [second.id, first.id]
+        assert [s.id for s in list_studies(session, order="oldest")] == [first.id, second.id]
+        assert [s.id for s in list_studies(session, status="running")] == [first.id]
+        assert [s.id for s in list_studies(session, dataset="mnist_5k")] == [second.id]
+        assert list_studies(session, status="failed") == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("running",),
+        ("cancelled",),
+        ("failed",),
+        ("running", "succeeded"),
+        ("running", "failed"),
+        ("running", "cancelled"),
+    ],
+)
+def test_allowed_transitions_succeed(engine, path):
+    study = _new_study(engine)
+    assert _move(engine, study.id, *path).status == path[-1]
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ((), "succeeded"),  # queued studies have not run
+        (("running",), "queued"),  # no way back to the queue
+        (("running", "succeeded"), "running"),
+        (("running", "succeeded"), "failed"),
+        (("running", "failed"), "succeeded"),
+        (("cancelled",), "running"),
+        (("running", "cancelled"), "succeeded"),
+    ],
+)
+def test_disallowed_transitions_raise_and_leave_the_status_unchanged(engine, path, refused):
+    study = _new_study(engine)
+    before = _move(engine, study.id, *path) if path else study
+    with pytest.raises(InvalidStatusTransitionError, match=f"cannot become {refused}"):
+        _move(engine, study.id, refused)
+    with session_scope(engine) as session:
+        assert get_study(session, study_id=study.id).status == before.status
+
+
+def test_asking_for_the_current_status_is_an_idempotent_no_op(engine):
+    study = _new_study(engine)
+    running = _move(engine, study.id, "running")
+    again = _move(engine, study.id, "running")
+    assert again.status == "running"
+    assert again.started_at == running.started_at
+    done = _move(engine, study.id, "succeeded", "succeeded")
+    assert done.status == "succeeded"
+
+
+def test_status_changes_stamp_start_and_finish_times_and_keep_the_error(engine):
+    study = _new_study(engine)
+    assert study.started_at is None and study.finished_at is None
+    running = _move(engine, study.id, "running")
+    assert running.started_at is not None and running.finished_at is None
+    with session_scope(engine) as session:
+        failed = set_study_status(session, study_id=study.id, status="failed", error="driver crashed: OOM")
+    assert failed.error == "driver crashed: OOM"
+    assert failed.finished_at >= failed.started_at
+
+
+def test_unknown_status_names_are_rejected(engine):
+    study = _new_study(engine)
+    with session_scope(engine) as session, pytest.raises(ValueError):
+        set_study_status(session, study_id=study.id, status="paused")
+
+
+def test_set_study_status_on_an_unknown_study_raises_not_found(engine):
+    with session_scope(engine) as session, pytest.raises(StudyNotFoundError):
+        set_study_status(session, study_id="0" * 32, status="running")
+
+
+def test_set_study_runtime_records_job_and_mlflow_ids_and_none_keeps_old_values(engine):
+    study = _new_study(engine)
+    with session_scope(engine) as session:
+        set_study_runtime(session, study_id=study.id, ray_job_id="raysubmit_1")
+        updated = set_study_runtime(
+            session, study_id=study.id, mlflow_experiment_id="7", mlflow_parent_run_id="abc"
+        )
+    assert (updated.ray_job_id, updated.mlflow_experiment_id, updated.mlflow_parent_run_id) == (
+        "raysubmit_1",
+        "7",
+        "abc",
+    )
+    assert updated.status == "queued"  # runtime facts never change the status
+
+
+def test_progress_counts_trials_by_outcome_against_the_plan(engine):
+    study = _new_study(engine)
+    outcomes = ["succeeded", "succeeded", "failed", "running", "cancelled"]
+    with session_scope(engine) as session:
+        for i, status in enumerate(outcomes):
+            record_trial(
+                session,
+                study_id=study.id,
+                trial_key=f"{study.id}-tune-{i}",
+                phase="tune",
+                method="dyt",
+                config={},
+                seed=0,
+                status=status,
+                metrics={},
+                metric_value=None,
+                mlflow_run_id=None,
+            )
+    with session_scope(engine) as session:
+        progress = study_progress(session, study_id=study.id)
+        listed = list_studies(session)[0].progress
+    assert (progress.succeeded, progress.failed, progress.running, progress.cancelled) == (2, 1, 1, 1)
+    assert progress.done == 4
+    assert progress.fraction == pytest.approx(4 / 15)
+    assert listed == progress
+
+
+def test_a_failed_unit_of_work_rolls_back_everything_in_it(engine):
+    with pytest.raises(InvalidStatusTransitionError), session_scope(engine) as session:
+        study = create_study(session, spec=load_spec(QUICK_SPEC_YAML))
+        set_study_status(session, study_id=study.id, status="succeeded")
+    with session_scope(engine) as session:
+        assert list_studies(session) == []
+
+
+def test_study_views_are_immutable_copies(engine):
+    study = _new_study(engine)
+    with pytest.raises(AttributeError):
+        study.status = "running"  # type: ignore[misc]
+    study.spec["name"] = "mutated"
+    with session_scope(engine) as session:
+        assert get_study(session, study_id=study.id).spec["name"] == "tiny"
