@@ -47,8 +47,20 @@ def test_regression_loss_is_mse_on_standardised_targets():
 
 def test_gate_stats_weight_batches_by_size_and_average_layers():
     stats = GateStats()
-    stats.update([{"layer": "a", "dyt_weight": 1.0, "entropy": 0.2}, {"layer": "b", "dyt_weight": 0.0, "entropy": 0.4}], 3)
-    stats.update([{"layer": "a", "dyt_weight": 0.0, "entropy": 0.6}, {"layer": "b", "dyt_weight": 0.0, "entropy": 0.0}], 1)
+    stats.update(
+        [
+            {"layer": "a", "dyt_weight": 1.0, "entropy": 0.2},
+            {"layer": "b", "dyt_weight": 0.0, "entropy": 0.4},
+        ],
+        3,
+    )
+    stats.update(
+        [
+            {"layer": "a", "dyt_weight": 0.0, "entropy": 0.6},
+            {"layer": "b", "dyt_weight": 0.0, "entropy": 0.0},
+        ],
+        1,
+    )
     metrics = stats.compute()
     assert metrics["gate_dyt_weight_0"] == pytest.approx(0.75)
     assert metrics["gate_entropy_0"] == pytest.approx(0.3)

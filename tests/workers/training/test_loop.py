@@ -1,0 +1,258 @@
+import json
+import math
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
+from workers.training.optim import parameter_groups
+
+# Wall-clock measurements differ between any two runs; everything else must match bit for bit.
+TIMING_KEYS = {"epoch_time_s", "samples_per_s"}
+
+# A few optimizer steps per epoch of the tiny ViT on real 8x8 digits, with every source of randomness on:
+# dropout, Gumbel gate noise, MixUp/CutMix, data order.
+SMALL = TrainConfig(
+    method="autonorm_s",
+    dataset="digits",
+    model="vit_lite_tiny",
+    model_overrides={"dropout": 0.1},
+    knobs={"t_freeze": 2, "eps_h": 0.0, "tau": 0.5},
+    epochs=4,
+    batch_size=32,
+    lr=3e-3,
+    warmup_epochs=1,
+    mixup=0.8,
+    cutmix=1.0,
+    max_steps_per_epoch=4,
+    seed=7,
+)
+
+
+class Killed(Exception):
+    """Raised from the report callback to stop a run the way a crash would, right after a checkpoint."""
+
+
+def _without_timing(history):
+    return [{k: v for k, v in metrics.items() if k not in TIMING_KEYS} for metrics in history]
+
+
+def _run(cfg, checkpoint_dir, **kwargs):
+    reports = []
+    final = run_training(
+        cfg, checkpoint_dir=checkpoint_dir, report=lambda m, d: reports.append((m, d)), **kwargs
+    )
+    return final, reports
+
+
+def test_two_runs_with_the_same_seed_report_identical_metrics(tmp_path):
+    cfg = replace(SMALL, epochs=2)
+    _, first = _run(cfg, tmp_path / "a")
+    _, second = _run(cfg, tmp_path / "b")
+    assert _without_timing([m for m, _ in first]) == _without_timing([m for m, _ in second])
+    _, other_seed = _run(replace(cfg, seed=8), tmp_path / "c")
+    assert first[-1][0]["train_loss"] != other_seed[-1][0]["train_loss"]
+
+
+def test_resuming_after_a_crash_in_a_new_process_equals_the_uninterrupted_run(tmp_path):
+    straight_final, straight = _run(SMALL, tmp_path / "straight")
+
+    def crash_after_epoch_2(metrics, checkpoint_dir):
+        if metrics["epoch"] == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_training(SMALL, checkpoint_dir=tmp_path / "resumed", report=crash_after_epoch_2)
+    assert load_checkpoint(tmp_path / "resumed" / CHECKPOINT_FILE)["epoch"] == 2
+
+    # A fresh interpreter: nothing survives from this process except the checkpoint directory.
+    script = (
+        "import json, sys, torch\n"
+        "torch.set_num_threads(1)\n"
+        "from workers.training import TrainConfig, run_training\n"
+        "cfg = TrainConfig(**json.loads(sys.argv[1]))\n"
+        "reports = []\n"
+        "run_training(cfg, checkpoint_dir=sys.argv[2], report=lambda m, d: reports.append(m))\n"
+        "print(json.dumps(reports))\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            "-c",
+            script,
+            json.dumps(SMALL.to_dict()),
+            str(tmp_path / "resumed"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[3],
+        check=True,
+    )
+    resumed_reports = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [m["epoch"] for m in resumed_reports] == [3, 4]  # no epoch repeated, none skipped
+    assert _without_timing(resumed_reports) == _without_timing([m for m, _ in straight[-2:]])
+    assert straight_final["gates_frozen"] == 1 and straight_final["freeze_epoch"] == 2
+
+    straight_state = load_checkpoint(tmp_path / "straight" / CHECKPOINT_FILE)
+    resumed_state = load_checkpoint(tmp_path / "resumed" / CHECKPOINT_FILE)
+    for name, tensor in straight_state["model"].items():
+        assert torch.equal(tensor, resumed_state["model"][name]), name
+    assert _without_timing(straight_state["history"]) == _without_timing(resumed_state["history"])
+
+
+def test_a_completed_run_resumes_to_its_final_metrics_without_reporting_again(tmp_path):
+    cfg = replace(SMALL, epochs=1)
+    final, _ = _run(cfg, tmp_path)
+    again, reports = _run(cfg, tmp_path)
+    assert reports == [] and again == final
+
+
+def test_a_checkpoint_of_a_different_run_is_refused(tmp_path):
+    _run(replace(SMALL, epochs=1), tmp_path)
+    with pytest.raises(ValueError, match="different run"):
+        _run(replace(SMALL, epochs=1, lr=1e-2), tmp_path)
+
+
+def test_short_training_on_digits_beats_chance_clearly(tmp_path):
+    # Measured: 0.81 validation accuracy after 10 epochs (chance is 0.10).
+    cfg = TrainConfig(
+        method="frozen_ln",
+        dataset="digits",
+        model="vit_lite_tiny",
+        epochs=10,
+        batch_size=64,
+        lr=5e-3,
+        warmup_epochs=1,
+        seed=0,
+    )
+    final, reports = _run(cfg, tmp_path)
+    assert final["val_accuracy"] > 0.5
+    assert reports[0][0]["val_accuracy"] < 0.3  # the untrained model is near chance
+    assert final["train_loss"] < reports[1][0]["train_loss"]
+
+
+def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint(tmp_path):
+    cfg = replace(SMALL, epochs=2)
+    seen_checkpoints = []
+
+    def report(metrics, checkpoint_dir):
+        if checkpoint_dir is not None:
+            seen_checkpoints.append(load_checkpoint(Path(checkpoint_dir) / CHECKPOINT_FILE)["epoch"])
+
+    run_training(cfg, checkpoint_dir=tmp_path, report=report)
+    _, reports = _run(cfg, tmp_path / "again")
+    epoch0, _ = reports[0]
+    assert reports[0][1] is None and epoch0["epoch"] == 0
+    assert {"init_erank_jacobian", "init_erank_repr_last", "init_mean_spike_last"} <= set(epoch0)
+    assert "objective" in epoch0 and "train_loss" not in epoch0
+    assert seen_checkpoints == [1, 2]
+    expected = {
+        "epoch", "train_loss", "val_accuracy", "objective", "gate_dyt_weight_0", "gate_entropy_0",
+        "gate_entropy_mean", "gates_frozen", "freeze_epoch", "epoch_time_s", "samples_per_s", "lr",
+    }  # fmt: skip
+    for metrics, _ in reports[1:]:
+        assert expected <= set(metrics)
+        assert metrics["objective"] == metrics["val_accuracy"]
+        assert 0.0 <= metrics["gate_entropy_mean"] <= math.log(2) + 1e-6
+        assert metrics["samples_per_s"] > 0
+
+
+def _selector_state(state):
+    return {k: v for k, v in state["model"].items() if ".selector." in k}
+
+
+@pytest.mark.parametrize(
+    "eps_h, frozen, freeze_epoch",
+    [(0.0, 1, 1), (1.0, 0, -1)],  # entropy never drops below 0 -> freeze; always below 1 > ln 2 -> never
+)
+def test_autonorm_s_freeze_is_decided_by_the_loop_from_gate_entropy(tmp_path, eps_h, frozen, freeze_epoch):
+    cfg = replace(SMALL, epochs=3, knobs={"t_freeze": 1, "eps_h": eps_h}, mixup=0.0, cutmix=0.0)
+    snapshots = {}
+
+    def report(metrics, checkpoint_dir):
+        if checkpoint_dir is not None:
+            snapshots[metrics["epoch"]] = load_checkpoint(Path(checkpoint_dir) / CHECKPOINT_FILE)
+
+    final = run_training(cfg, checkpoint_dir=tmp_path, report=report)
+    assert final["gates_frozen"] == frozen and final["freeze_epoch"] == freeze_epoch
+    after_1, after_3 = _selector_state(snapshots[1]), _selector_state(snapshots[3])
+    assert after_1, "the AutoNorm model has selector parameters"
+    unchanged = all(torch.equal(after_1[k], after_3[k]) for k in after_1)
+    assert unchanged == bool(frozen)
+    backbone_moved = any(
+        not torch.equal(v, snapshots[3]["model"][k])
+        for k, v in snapshots[1]["model"].items()
+        if ".selector." not in k
+    )
+    assert backbone_moved
+
+
+def test_methods_without_gates_report_no_gate_metrics_and_never_freeze(tmp_path):
+    final, _ = _run(replace(SMALL, method="dyt", epochs=1, knobs={}), tmp_path)
+    assert not [k for k in final if k.startswith("gate_")]
+    assert final["gates_frozen"] == 0 and final["freeze_epoch"] == -1
+
+
+def test_final_phase_adds_test_and_per_corruption_metrics_to_the_last_report(tmp_path):
+    cfg = replace(SMALL, dataset="digits_c", method="frozen_ln", knobs={}, epochs=2, eval_split="test")
+    final, reports = _run(cfg, tmp_path)
+    assert "test_accuracy" not in reports[1][0]
+    corruptions = ["brightness", "gaussian_noise", "motion_blur"]
+    for name in corruptions:
+        assert 0.0 <= final[f"test_accuracy_{name}"] <= 1.0
+    mean = sum(final[f"test_accuracy_{name}"] for name in corruptions) / 3
+    assert final["test_accuracy_corruption_mean"] == pytest.approx(mean)
+    assert 0.0 <= final["test_accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "dataset, model, metric",
+    [
+        ("ptb_pos_sample", "encoder_tiny", "val_accuracy"),
+        ("ptb_lm_sample", "encoder_tiny", "val_perplexity"),
+        ("california_housing", "tabular_tiny", "val_rmse"),
+    ],
+)
+def test_every_task_type_trains_and_reports_its_metric(tmp_path, dataset, model, metric):
+    cfg = TrainConfig(
+        method="autonorm", dataset=dataset, model=model, epochs=1, batch_size=16, max_steps_per_epoch=3,
+        eval_batch_size=256,
+    )  # fmt: skip
+    final = run_training(cfg, checkpoint_dir=tmp_path)
+    assert math.isfinite(final[metric]) and final["objective"] == final[metric]
+    assert math.isfinite(final["train_loss"]) and "gate_entropy_mean" in final
+
+
+def test_norm_parameters_and_biases_get_no_weight_decay_and_selectors_their_own_group():
+    from models import build_model
+
+    model = build_model("vit_lite_tiny", {"norm": "autonorm", "num_classes": 10})
+    groups = {g["name"]: g for g in parameter_groups(model, weight_decay=0.05)}
+    assert groups["selector"]["weight_decay"] == 0.05 and groups["no_decay"]["weight_decay"] == 0.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    no_decay = {names[id(p)] for p in groups["no_decay"]["params"]}
+    decay = {names[id(p)] for p in groups["decay"]["params"]}
+    assert all(".selector." in names[id(p)] for p in groups["selector"]["params"])
+    assert any(n.endswith("bias") for n in no_decay)
+    assert not any(n.endswith("bias") for n in decay)
+    assert all(p.ndim >= 2 for p in groups["decay"]["params"])
+    assert sum(len(g["params"]) for g in groups.values()) == len(list(model.parameters()))
+
+
+def test_progress_bar_is_off_when_not_attached_to_a_terminal(tmp_path, capsys):
+    run_training(replace(SMALL, epochs=1), checkpoint_dir=tmp_path)
+    assert "epoch 1/1" not in capsys.readouterr().err
+
+
+def test_checkpoint_directory_holds_only_the_checkpoint(tmp_path):
+    run_training(replace(SMALL, epochs=2), checkpoint_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_FILE]
+    shutil.rmtree(tmp_path)
