@@ -20,7 +20,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "image_size": 8,
         "in_channels": 1,
         "drop_path": 0.0,
-    },  # fmt: skip
+    },
     "encoder_paper": {"model": "encoder", "depth": 12, "heads": 8, "dim": 128},
     "encoder_tiny": {"model": "encoder", "depth": 2, "heads": 2, "dim": 32, "max_len": 64, "drop_path": 0.0},
     "tabular_paper": {"model": "tabular", "depth": 12, "heads": 8, "dim": 128},

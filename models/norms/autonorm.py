@@ -46,7 +46,10 @@ class NormSelector(nn.Module):
         nn.init.zeros_(self.fc2.bias)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(pooled)))  # (B, D) -> (B, 2)
+        # Parameters follow the (>= float32) input dtype, so a half-precision model still gates in float32.
+        dtype = pooled.dtype
+        hidden = F.linear(pooled, self.fc1.weight.to(dtype), self.fc1.bias.to(dtype))
+        return F.linear(self.act(hidden), self.fc2.weight.to(dtype), self.fc2.bias.to(dtype))  # (B, 2)
 
 
 class AutoNorm(nn.Module):
@@ -75,8 +78,9 @@ class AutoNorm(nn.Module):
     def gate(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T, D) -> (mixing weights (B, 2), noise-free probabilities (B, 2)), both float32."""
         with torch.autocast(device_type=xs.device.type, enabled=False):
-            pooled = token_mean(xs).float()  # (B, D)
-            logits = self.selector(pooled).float()  # (B, 2)
+            gate_dtype = torch.promote_types(xs.dtype, torch.float32)
+            pooled = token_mean(xs).to(gate_dtype)  # (B, D)
+            logits = self.selector(pooled)  # (B, 2)
             probs = logits.softmax(dim=-1)
             if self.training:
                 weights = F.gumbel_softmax(logits, tau=self.tau, hard=self.hard, dim=-1)
