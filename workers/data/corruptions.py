@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import ndimage
+from scipy import fft, ndimage
 
 __all__ = ["CORRUPTIONS", "DEFAULT_CORRUPTIONS", "DEFAULT_SEVERITY", "corrupt"]
 
@@ -48,37 +48,47 @@ def _gaussian_blur(x: np.ndarray, severity: int, rng: np.random.Generator) -> np
     return ndimage.gaussian_filter(x, sigma=(0, sigma, sigma, 0), mode="nearest")
 
 
-def _bilinear_shift(images: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> np.ndarray:
-    """Sample each image n at (row + dy[n], col + dx[n]) with bilinear weights and edge clamping."""
-    n, h, w, _ = images.shape
-    rows = np.arange(h)[None, :, None] + dy[:, None, None]  # (N, H, 1)
-    cols = np.arange(w)[None, None, :] + dx[:, None, None]  # (N, 1, W)
-    rows = np.clip(rows, 0, h - 1)
-    cols = np.clip(cols, 0, w - 1)
-    r0 = np.floor(rows).astype(np.int64)
-    c0 = np.floor(cols).astype(np.int64)
-    r1 = np.minimum(r0 + 1, h - 1)
-    c1 = np.minimum(c0 + 1, w - 1)
-    fr = (rows - r0)[..., None]  # (N, H, 1, 1)
-    fc = (cols - c0)[..., None]  # (N, 1, W, 1)
-    batch = np.arange(n)[:, None, None]
-    top = images[batch, r0, c0] * (1 - fc) + images[batch, r0, c1] * fc  # (N, H, W, C)
-    bottom = images[batch, r1, c0] * (1 - fc) + images[batch, r1, c1] * fc
-    return top * (1 - fr) + bottom * fr
+def _motion_kernels(angles: np.ndarray, radius: int, sigma: float) -> np.ndarray:
+    """Per-image (N, K, K) kernels: Gaussian-weighted taps at distance 0..radius along each angle, each tap
+    splatted bilinearly onto the grid (sub-pixel positions), centred at (radius + 1, radius + 1)."""
+    distances = np.arange(radius + 1, dtype=np.float64)
+    weights = np.exp(-(distances**2) / (2 * sigma**2))
+    weights /= weights.sum()
+    dy = -distances[None, :] * np.sin(angles)[:, None]  # (N, R+1); rows grow downwards
+    dx = distances[None, :] * np.cos(angles)[:, None]
+    y0, x0 = np.floor(dy), np.floor(dx)
+    fy, fx = dy - y0, dx - x0
+    center, size = radius + 1, 2 * radius + 3
+    kernels = np.zeros((len(angles), size, size))
+    images = np.broadcast_to(np.arange(len(angles))[:, None], dy.shape)
+    for row_offset, row_weight in ((0, 1 - fy), (1, fy)):
+        for col_offset, col_weight in ((0, 1 - fx), (1, fx)):
+            rows = (center + y0 + row_offset).astype(np.int64)
+            cols = (center + x0 + col_offset).astype(np.int64)
+            np.add.at(kernels, (images, rows, cols), weights * row_weight * col_weight)
+    return kernels
 
 
 def _motion_blur(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     # ImageMagick's motion blur as CIFAR-10-C uses it: a one-sided line of Gaussian-weighted taps
-    # (radius, sigma) at a random angle in [-45, 45] degrees per image.
+    # (radius, sigma) at a random angle in [-45, 45] degrees per image, i.e.
+    # out(p) = sum_k w_k x(p + d_k * direction), edges replicated. A different kernel per image, so it is
+    # applied as a batched FFT correlation (a per-tap bilinear gather took 17 s on 10k CIFAR images).
     radius, sigma = ((10, 1.0), (10, 1.5), (10, 2.0), (10, 2.5), (12, 3.0))[severity - 1]
-    angles = np.deg2rad(rng.uniform(-45.0, 45.0, size=x.shape[0]))
-    distances = np.arange(radius + 1, dtype=np.float64)
-    weights = np.exp(-(distances**2) / (2 * sigma**2))
-    weights /= weights.sum()
-    out = np.zeros_like(x)
-    for distance, weight in zip(distances, weights, strict=True):
-        out += weight * _bilinear_shift(x, -distance * np.sin(angles), distance * np.cos(angles))
-    return out
+    n, height, width, _ = x.shape
+    kernels = _motion_kernels(np.deg2rad(rng.uniform(-45.0, 45.0, size=n)), radius, sigma)  # (N, K, K)
+    size = kernels.shape[-1]
+    pad = size // 2
+    # float32 FFTs: 6x faster than numpy's float64 ones, error ~1e-7 on values in [0, 1].
+    padded = np.pad(
+        x.astype(np.float32), ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge"
+    )  # (N, H', W', C)
+    shape = padded.shape[1:3]
+    flipped = np.ascontiguousarray(kernels[:, ::-1, ::-1], dtype=np.float32)
+    # Correlation with k == convolution with k flipped; the valid part starts at K-1 and cannot wrap.
+    spectrum = fft.rfft2(padded, axes=(1, 2)) * fft.rfft2(flipped, s=shape)[..., None]
+    full = fft.irfft2(spectrum, s=shape, axes=(1, 2))
+    return full[:, size - 1 : size - 1 + height, size - 1 : size - 1 + width, :]
 
 
 def _brightness(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:

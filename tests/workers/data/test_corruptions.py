@@ -70,3 +70,35 @@ def test_bad_arguments_are_rejected(images: np.ndarray) -> None:
         corrupt(images, "contrast", severity=6)
     with pytest.raises(ValueError, match=r"\(N, H, W, C\)"):
         corrupt(images[0], "contrast")
+
+
+def _shifted_sum_reference(
+    images: np.ndarray, angles_deg: np.ndarray, radius: int, sigma: float
+) -> np.ndarray:
+    """Direct definition: sum_k w_k * image(p + k * direction), bilinear sampling, edge clamping."""
+    n, h, w, _ = images.shape
+    weights = np.exp(-(np.arange(radius + 1) ** 2) / (2 * sigma**2))
+    weights /= weights.sum()
+    out = np.zeros_like(images)
+    for k, weight in enumerate(weights):
+        for i in range(n):
+            angle = np.deg2rad(angles_deg[i])
+            rows = np.clip(np.arange(h)[:, None] - k * np.sin(angle), 0, h - 1) + np.zeros((1, w))
+            cols = np.clip(np.arange(w)[None, :] + k * np.cos(angle), 0, w - 1) + np.zeros((h, 1))
+            r0, c0 = np.floor(rows).astype(int), np.floor(cols).astype(int)
+            r1, c1 = np.minimum(r0 + 1, h - 1), np.minimum(c0 + 1, w - 1)
+            fr, fc = (rows - r0)[..., None], (cols - c0)[..., None]
+            image = images[i]
+            top = image[r0, c0] * (1 - fc) + image[r0, c1] * fc
+            bottom = image[r1, c0] * (1 - fc) + image[r1, c1] * fc
+            out[i] += weight * (top * (1 - fr) + bottom * fr)
+    return out
+
+
+def test_motion_blur_equals_gaussian_weighted_shifted_copies_along_a_random_angle() -> None:
+    from workers.data.corruptions import CORRUPTIONS as table
+
+    images = np.random.default_rng(2).uniform(size=(4, 14, 14, 3))
+    fast = table["motion_blur"](images, 3, np.random.default_rng(9))
+    angles = np.random.default_rng(9).uniform(-45.0, 45.0, size=4)
+    np.testing.assert_allclose(fast, _shifted_sum_reference(images, angles, radius=10, sigma=2.0), atol=1e-5)

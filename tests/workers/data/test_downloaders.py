@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import io
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,11 +73,13 @@ class _Server:
     def __init__(self, routes: dict[str, bytes]) -> None:
         self.routes = routes
         self.requests: list[str] = []
+        self.delay_s = 0.0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
+                time.sleep(outer.delay_s)
                 body = outer.routes.get(self.path)
                 self.send_response(200 if body is not None else 404)
                 self.end_headers()
@@ -167,6 +170,24 @@ def test_downloads_run_under_a_file_lock_in_the_cache_dir(
     monkeypatch.setattr(resolve_module, "FileLock", recording_lock)
     get_dataset("energy")
     assert locks == [str(empty_cache / "datasets" / "energy.lock")]
+
+
+def test_concurrent_first_calls_download_once(
+    local_server: _Server, empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_server.routes["/energy.zip"] = _energy_csv_zip(_energy_rows(50))
+    local_server.delay_s = 0.5  # the second caller arrives while the first is still downloading
+    monkeypatch.setattr(tabular, "ENERGY_URL", f"{local_server.url}/energy.zip")
+    sources: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: sources.append(get_dataset("energy").source)) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert local_server.requests == ["/energy.zip"]
+    assert sorted(source.split(":")[0] for source in sources) == ["cache", "download"]
 
 
 # --- a stub Hugging Face Hub ---------------------------------------------------------------------------
