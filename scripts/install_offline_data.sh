@@ -67,8 +67,12 @@ if dpkg-query -W -f='${Status}' dataset-fashion-mnist 2>/dev/null | grep -q "ins
   present+=("fashion_mnist  $FASHION_DIR")
 else
   ensure_apt_index dataset-fashion-mnist
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    dataset-fashion-mnist >/dev/null
+  install_fashion() {
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      dataset-fashion-mnist >/dev/null
+  }
+  # A stale index can name a version the mirror no longer has: refresh once and retry.
+  install_fashion || { as_root apt-get update -qq && install_fashion; }
   installed+=("fashion_mnist  $FASHION_DIR (apt: dataset-fashion-mnist)")
 fi
 
@@ -81,7 +85,8 @@ else
   # apt's sandbox user must be able to write the .deb here (otherwise it warns and downloads as root).
   if [[ "$(id -u)" -eq 0 ]] && id _apt >/dev/null 2>&1; then chown _apt "$work"; fi
   # apt-get download writes into the current directory and does not need root.
-  (cd "$work" && apt-get download -qq python3-pattern)
+  (cd "$work" && { apt-get download -qq python3-pattern \
+    || { as_root apt-get update -qq && apt-get download -qq python3-pattern; }; })
   mkdir -p "$PATTERN_DIR"
   dpkg-deb -x "$work"/python3-pattern_*.deb "$PATTERN_DIR"
   rm -rf "$work"
