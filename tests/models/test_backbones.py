@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 import torch
 
@@ -50,7 +52,7 @@ def test_drop_path_follows_a_linear_depth_schedule_and_layer_scale_starts_at_1e_
     model = build_model("vit_lite_paper")
     rates = [block.mlp.drop_path.drop_prob for block in model.blocks]
     assert rates[0] == 0.0 and rates[-1] == pytest.approx(0.1)
-    assert all(b > a for a, b in zip(rates, rates[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(rates))
     assert torch.all(model.blocks[0].attn.layer_scale.gamma == 1e-4)
     no_ls = build_model("vit_lite_tiny", {"layer_scale_init": None})
     assert isinstance(no_ls.blocks[0].attn.layer_scale, torch.nn.Identity)
