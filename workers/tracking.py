@@ -105,8 +105,9 @@ class TrialTracker:
     """The MLflow child run of one trial, fed asynchronously.
 
     Usage: `start()`, then `log_metrics(...)` per epoch (non-blocking), `close("FINISHED" | "FAILED")`.
-    Get-or-create by the trial_key tag makes a restarted trial continue its run; `backfill(history)` then
-    re-sends the epochs the run is missing (those queued when the previous process died).
+    Get-or-create by the trial_key tag makes a restarted trial continue its run; epochs the run already
+    holds are not logged again, and `backfill(history)` re-sends the epochs it is missing (those queued
+    when the previous process died).
     """
 
     def __init__(
@@ -131,9 +132,11 @@ class TrialTracker:
         self.max_pending = max_pending
         self._client = client or MlflowClient(tracking_uri=tracking_uri)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
-        self._pending: list[Metric] = []
+        self._incoming: list[Metric] = []  # received from the training thread, not yet checked for repeats
+        self._pending: list[Metric] = []  # checked, waiting for delivery
         self._backfill: list[Mapping[str, Any]] | None = None
         self._backfill_step_key = "epoch"
+        self._held_steps: set[int] = set()
         self._run_id: str | None = None
         self._created = False
         self._thread: threading.Thread | None = None
@@ -196,12 +199,11 @@ class TrialTracker:
         with contextlib.suppress(queue.Full):  # a wedged thread is reported below, not raised
             self._queue.put(_Stop(status), timeout=timeout_s)
         self._thread.join(timeout_s)
-        delivered = not self._thread.is_alive() and not self._pending and not self._failing
+        undelivered = len(self._pending) + len(self._incoming)
+        delivered = not self._thread.is_alive() and not undelivered and not self._failing
         if not delivered:
             logger.warning(
-                "MLflow run of trial %s closed with %d metrics undelivered",
-                self.trial_key,
-                len(self._pending),
+                "MLflow run of trial %s closed with %d metrics undelivered", self.trial_key, undelivered
             )
         self._thread = None
         return delivered
@@ -238,10 +240,10 @@ class TrialTracker:
                         )
                         self._backfill_step_key = entry.step_key
                     else:
-                        self._pending.append(entry)
-                self._bound_pending()
+                        self._incoming.append(entry)
+                self._bound_queued()
             due = time.monotonic() - last_delivery >= self.flush_interval_s
-            if due or len(self._pending) >= MAX_METRICS_PER_BATCH:
+            if due or len(self._incoming) >= MAX_METRICS_PER_BATCH:
                 self._deliver()
                 last_delivery = time.monotonic()
 
@@ -252,6 +254,8 @@ class TrialTracker:
                 self._resolve_run()
             if self._backfill is not None:
                 self._queue_backfill()
+            self._pending.extend(m for m in self._incoming if m.step not in self._held_steps)
+            self._incoming.clear()
             while self._pending:
                 chunk = self._pending[:MAX_METRICS_PER_BATCH]
                 self._client.log_batch(self._run_id, metrics=chunk, synchronous=True)
@@ -277,8 +281,13 @@ class TrialTracker:
         if run is None:
             run = self._client.create_run(self.experiment_id, tags=self.tags, run_name=self.trial_key)
             self._created = True
-        elif run.info.status != "RUNNING":
-            self._client.update_run(run.info.run_id, status="RUNNING")
+        else:
+            if run.info.status != "RUNNING":
+                self._client.update_run(run.info.run_id, status="RUNNING")
+            # A restarted trial recomputes epochs after its last Tune checkpoint; epochs the run already
+            # holds are not logged twice (on CPU the recomputed values are identical anyway).
+            history = self._client.get_metric_history(run.info.run_id, _PROBE_METRIC)
+            self._held_steps = {m.step for m in history}
         existing = run.data.params
         # Params are immutable in MLflow: only send the ones this run does not have yet.
         missing = [Param(k, v) for k, v in self.params.items() if k not in existing]
@@ -287,19 +296,19 @@ class TrialTracker:
         self._run_id = run.info.run_id
 
     def _queue_backfill(self) -> None:
-        assert self._backfill is not None and self._run_id is not None
-        held = {m.step for m in self._client.get_metric_history(self._run_id, _PROBE_METRIC)}
+        assert self._backfill is not None
         timestamp = int(time.time() * 1000)
         missing: list[Metric] = []
         for metrics in self._backfill:
             step = int(metrics[self._backfill_step_key])
-            if step in held:
+            if step in self._held_steps:
                 continue
             missing.extend(
                 Metric(key=k, value=float(v), timestamp=timestamp, step=step)
                 for k, v in metrics.items()
                 if _is_number(v)
             )
+        self._held_steps.update(m.step for m in missing)
         self._pending[:0] = missing
         self._backfill = None
 
@@ -312,11 +321,13 @@ class TrialTracker:
             logger.warning("could not mark MLflow run %s %s: %s", self._run_id, status, error)
             self._failing = True
 
-    def _bound_pending(self) -> None:
-        excess = len(self._pending) - self.max_pending
+    def _bound_queued(self) -> None:
+        excess = len(self._pending) + len(self._incoming) - self.max_pending
         if excess > 0:
             # A long outage must not grow memory without limit: the oldest values go first.
-            del self._pending[:excess]
+            dropped_pending = min(excess, len(self._pending))
+            del self._pending[:dropped_pending]
+            del self._incoming[: excess - dropped_pending]
             self._dropped += excess
             logger.warning("MLflow outage: dropped the %d oldest queued metrics", excess)
 

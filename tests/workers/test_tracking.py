@@ -72,6 +72,12 @@ class FlakyClient:
         self.metrics.extend(metrics)
         self.runs[run_id].data.params.update({p.key: p.value for p in params})
 
+    def get_metric_history(self, run_id, key):
+        return [m for m in self.metrics if m.key == key]
+
+    def update_run(self, run_id, status):
+        self.runs[run_id].info.status = status
+
     def set_terminated(self, run_id, status):
         self.runs[run_id].info.status = status
 
@@ -129,6 +135,28 @@ def test_log_metrics_only_enqueues_and_skips_non_numbers():
     assert len(client.metrics) == 100
 
 
+def test_a_restarted_tracker_continues_the_run_and_logs_each_epoch_once():
+    client = FlakyClient()
+    first = TrialTracker(
+        tracking_uri=None, experiment_id="1", trial_key="k", client=client, params={"lr": "1"}
+    )
+    first.start()
+    for epoch in range(3):
+        first.log_metrics({"objective": float(epoch)}, step=epoch)
+    first.close("FAILED")
+    second = TrialTracker(
+        tracking_uri=None, experiment_id="1", trial_key="k", client=client, params={"lr": "1"}
+    )
+    second.start()
+    second.backfill([{"epoch": e, "objective": float(e)} for e in range(4)])
+    for epoch in (2, 3, 4):  # 2 is recomputed after the restart, 3 came back through backfill
+        second.log_metrics({"objective": float(epoch)}, step=epoch)
+    second.close("FINISHED")
+    assert second.run_id == first.run_id and len(client.runs) == 1
+    assert sorted(m.step for m in client.metrics if m.key == "objective") == [0, 1, 2, 3, 4]
+    assert client.runs[first.run_id].info.status == "FINISHED"
+
+
 @pytest.mark.slow
 def test_real_server_gets_one_run_per_trial_key_and_a_resumed_tracker_continues_it(mlflow_server):
     client = MlflowClient(mlflow_server)
@@ -151,6 +179,7 @@ def test_real_server_gets_one_run_per_trial_key_and_a_resumed_tracker_continues_
     second = tracker_from_trial_config(config).start()
     assert second.run_id == first.run_id and not second.created_run
     second.backfill([{"epoch": e, "objective": 0.1 * e} for e in range(5)])
+    second.log_metrics({"epoch": 2, "objective": 0.2}, step=2)  # an epoch recomputed after the restart
     second.log_metrics({"epoch": 5, "objective": 0.5}, step=5)
     assert second.close("FINISHED")
 
@@ -163,4 +192,4 @@ def test_real_server_gets_one_run_per_trial_key_and_a_resumed_tracker_continues_
     assert run.data.tags["mlflow.parentRunId"] == parent
     assert run.data.params["knobs.tau"] == "0.5"
     steps = [m.step for m in client.get_metric_history(first.run_id, "objective")]
-    assert sorted(steps) == [0, 1, 2, 3, 4, 5]  # backfill added 3 and 4, nothing duplicated
+    assert sorted(steps) == [0, 1, 2, 3, 4, 5]  # backfill added 3 and 4; the recomputed 2 is not doubled

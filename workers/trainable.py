@@ -1,0 +1,111 @@
+"""The Ray Tune function trainable: one trial = one training run, reported to Tune and MLflow every epoch.
+
+    tuner = tune.Tuner(tune.with_resources(train_trial, {"cpu": 2, "gpu": 0.5}), param_space=...)
+
+Each epoch the loop writes an atomic checkpoint into a private directory that Tune copies to its storage
+on `tune.report(..., checkpoint=...)`; after a restart `tune.get_checkpoint()` brings it back and the loop
+resumes after the last reported epoch. MLflow gets one child run per trial (get-or-create by trial_key), so
+a restarted trial continues the same run.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from workers.tracking import TrialTracker, tracker_from_trial_config
+from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
+
+__all__ = ["train_trial", "trial_device", "trial_num_threads"]
+
+logger = logging.getLogger(__name__)
+
+
+def train_trial(config: dict[str, Any]) -> None:
+    """Ray Tune function trainable (see module docstring); `config` follows the trial config contract."""
+    from ray import tune
+
+    device = trial_device()
+    cfg = TrainConfig.from_trial_config(config, device=device, num_threads=trial_num_threads())
+    checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
+    tracker: TrialTracker | None = None
+    try:
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            with restored.as_directory() as restored_dir:
+                shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
+        tracker = tracker_from_trial_config(config)
+        if tracker is not None:
+            tracker.start()
+            if restored is not None:
+                # Epochs queued by the previous attempt may have died with its process: re-send them.
+                state = load_checkpoint(checkpoint_dir / CHECKPOINT_FILE)
+                if state is not None:
+                    tracker.backfill(state["history"])
+
+        def report(metrics: dict[str, Any], epoch_checkpoint: Path | None) -> None:
+            if tracker is not None:
+                tracker.log_metrics(metrics, step=int(metrics["epoch"]))
+            _report_to_tune(metrics, epoch_checkpoint)
+
+        run_training(cfg, checkpoint_dir=checkpoint_dir, resume=True, report=report)
+    except SystemExit as stop:
+        # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report.
+        _close(tracker, "FINISHED" if not stop.code else "FAILED")
+        raise
+    except BaseException:
+        _close(tracker, "FAILED")
+        raise
+    else:
+        _close(tracker, "FINISHED")
+    finally:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _report_to_tune(metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
+    from ray import tune
+
+    checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir is not None else None
+    tune.report(dict(metrics), checkpoint=checkpoint)
+
+
+def _close(tracker: TrialTracker | None, status: str) -> None:
+    if tracker is not None:
+        tracker.close(status)
+
+
+def trial_device() -> str:
+    """ "cuda" when Ray assigned this trial a GPU (and torch sees one), else "cpu".
+
+    A fractional GPU (several trials on one device) also caps this process's share of the GPU memory, so a
+    greedy trial cannot starve its neighbours.
+    """
+    import ray
+
+    gpu_ids = ray.get_gpu_ids() if ray.is_initialized() else []
+    if not gpu_ids or not torch.cuda.is_available():
+        return "cpu"
+    fraction = _trial_resources().get("GPU", 1.0)
+    if 0.0 < fraction < 1.0:
+        torch.cuda.set_per_process_memory_fraction(fraction, 0)  # Ray exposes only the assigned device(s)
+    return "cuda"
+
+
+def trial_num_threads() -> int:
+    """torch intra-op threads = the CPUs Ray reserved for the trial (at least one)."""
+    return max(1, int(_trial_resources().get("CPU", 1)))
+
+
+def _trial_resources() -> dict[str, float]:
+    try:
+        from ray import tune
+
+        return dict(tune.get_context().get_trial_resources().required_resources)
+    except Exception:  # outside a Tune session (direct calls, tests): fall back to one CPU, no GPU
+        logger.debug("no Tune trial resources available; assuming 1 CPU")
+        return {}
