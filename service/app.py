@@ -18,6 +18,7 @@ from service.ports import Dispatcher
 from service.routes import health_router, results_router, studies_router
 from service.settings import Settings, get_settings
 from service.store import make_engine, upgrade_database
+from studies.spec import StudySpec
 
 __all__ = ["create_app"]
 
@@ -67,4 +68,22 @@ def create_app(
     app.include_router(health_router)
     app.include_router(studies_router)
     app.include_router(results_router)
+    _document_spec_schema(app)
     return app
+
+
+def _document_spec_schema(app: FastAPI) -> None:
+    """POST /studies reads its body by hand (JSON or YAML), so add the StudySpec schema to the docs."""
+    build_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            document = build_openapi()
+            spec_schema = StudySpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(spec_schema.pop("$defs", {}))
+            schemas["StudySpec"] = spec_schema
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

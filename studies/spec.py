@@ -38,6 +38,7 @@ from studies.limits import StudyLimits
 
 __all__ = [
     "DATASET_METRICS",
+    "DEFAULT_NUM_SAMPLES",
     "JSON_CONTENT_TYPES",
     "KNOBS",
     "KNOWN_DATASETS",
@@ -152,6 +153,7 @@ _RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})
 JSON_CONTENT_TYPES = frozenset({"application/json"})
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 _LN2 = math.log(2.0)
+DEFAULT_NUM_SAMPLES = 8  # tuning trials per method when a compare study does not say
 
 Scalar = Union[bool, int, float, str]  # noqa: UP007 (pydantic reads the union at runtime on py3.10)
 
@@ -482,8 +484,9 @@ class StudySpec(_Strict):
     search: dict[str, Distribution] = Field(default_factory=dict)
     # Per-method knobs, added to (and overriding) `search` for that method only.
     method_search: dict[str, dict[str, Distribution]] = Field(default_factory=dict)
-    # Tuning trials per method (kind: compare); a mapping gives each method its own count.
-    num_samples: int | dict[str, int] = 8
+    # Tuning trials per method (kind: compare; None -> DEFAULT_NUM_SAMPLES); a mapping gives each method
+    # its own count. Grid studies leave it unset: every grid point runs on every seed.
+    num_samples: int | dict[str, int] | None = None
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     # Seeds of the final phase (or of every grid point): replicates, the same for every method.
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
@@ -540,7 +543,9 @@ class StudySpec(_Strict):
 
     @field_validator("num_samples")
     @classmethod
-    def _positive_samples(cls, num_samples: int | dict[str, int]) -> int | dict[str, int]:
+    def _positive_samples(cls, num_samples: int | dict[str, int] | None) -> int | dict[str, int] | None:
+        if num_samples is None:
+            return None
         counts = num_samples.values() if isinstance(num_samples, dict) else [num_samples]
         if any(c < 1 for c in counts):
             raise ValueError(f"num_samples must be at least 1, got {num_samples}")
@@ -593,14 +598,13 @@ class StudySpec(_Strict):
         if isinstance(self.num_samples, dict):
             for method in self.num_samples.keys() - set(self.methods):
                 fail(("num_samples", method), "method_not_in_study", f"'{method}' is not in methods", method)
-            for method in self.methods:
-                if method not in self.num_samples:
-                    fail(
-                        ("num_samples",), "missing_method", f"num_samples has no entry for '{method}'", method
-                    )
+            missing = [m for m in self.methods if m not in self.num_samples]
+            if missing:
+                names = ", ".join(f"'{m}'" for m in missing)
+                fail(("num_samples",), "missing_method", f"num_samples has no entry for {names}", missing)
 
         if self.kind == "grid":
-            if "num_samples" in self.model_fields_set:
+            if self.num_samples is not None:
                 fail(
                     ("num_samples",),
                     "not_for_grid",
@@ -738,6 +742,8 @@ class StudySpec(_Strict):
     def num_samples_for(self, method: str) -> int:
         if method not in self.methods:
             raise KeyError(f"method '{method}' is not in this study's methods {self.methods}")
+        if self.num_samples is None:
+            return DEFAULT_NUM_SAMPLES
         return self.num_samples[method] if isinstance(self.num_samples, dict) else self.num_samples
 
     def grid_points(self, method: str) -> list[GridPoint]:

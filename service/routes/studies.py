@@ -34,9 +34,7 @@ _SPEC_BODY = {
         "required": True,
         "description": "A StudySpec as JSON or YAML (see studies/examples/).",
         "content": {
-            "application/json": {
-                "schema": StudySpec.model_json_schema(ref_template="#/components/schemas/{model}")
-            },
+            "application/json": {"schema": {"$ref": "#/components/schemas/StudySpec"}},
             "application/yaml": {"schema": {"type": "string"}},
         },
     }

@@ -1,0 +1,195 @@
+"""The `normlab` CLI against the real app (FastAPI's TestClient stands in for the network)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+from fastapi.testclient import TestClient
+from rich.console import Console
+from typer.testing import CliRunner
+
+import service.cli as cli
+from service.store import record_trial, session_scope, set_study_runtime, set_study_status
+from tests.service.conftest import API_TOKEN, QUICK_SPEC_YAML
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    path = tmp_path / "quick.yaml"
+    path.write_text(QUICK_SPEC_YAML)
+    return path
+
+
+@pytest.fixture
+def wired(monkeypatch, app, settings):
+    """Point the CLI at the test app: same data dir and token, HTTP through TestClient."""
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("NORMLAB_API_URL", "http://normlab.test")
+    monkeypatch.setenv("NORMLAB_API_TOKEN", API_TOKEN)
+    monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+
+    def client(api_url, token):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return TestClient(app, base_url=api_url, headers=headers)
+
+    monkeypatch.setattr(cli, "make_http_client", client)
+    return app
+
+
+def _finish(engine, study_id, *, values=None):
+    values = values or {"autonorm_s": 0.95, "frozen_ln": 0.9, "dyt": 0.9}
+    with session_scope(engine) as session:
+        set_study_runtime(session, study_id=study_id, ray_job_id="raysubmit_1")
+        set_study_status(session, study_id=study_id, status="running")
+        for method, base in values.items():
+            for seed in (0, 1, 2):
+                record_trial(
+                    session,
+                    study_id=study_id,
+                    trial_key=f"{study_id}-{method}-{seed}",
+                    phase="final",
+                    method=method,
+                    config={},
+                    seed=seed,
+                    status="succeeded",
+                    metrics={},
+                    metric_value=base + seed / 100,
+                    mlflow_run_id=None,
+                )
+        set_study_status(session, study_id=study_id, status="succeeded")
+
+
+def test_submit_prints_the_new_study_id_and_how_to_follow_it(wired, spec_file, client):
+    result = runner.invoke(cli.app, ["submit", str(spec_file)])
+    assert result.exit_code == 0, result.output
+    (study,) = client.get("/studies").json()
+    assert study["id"] in result.output and "15 trials planned" in result.output
+    assert f"normlab status {study['id']}" in result.output
+
+
+def test_submit_wait_follows_the_study_to_the_end_and_prints_the_results_table(
+    wired, spec_file, client, app_engine, monkeypatch
+):
+    def sleep(_seconds):  # the "cluster" finishes the study while the CLI waits
+        (study,) = client.get("/studies").json()
+        if study["status"] == "queued":
+            _finish(app_engine, study["id"])
+
+    monkeypatch.setattr(cli.time, "sleep", sleep)
+    result = runner.invoke(cli.app, ["submit", str(spec_file), "--wait", "--poll", "0"])
+    assert result.exit_code == 0, result.output
+    assert "succeeded" in result.output
+    assert "digits: accuracy (reference frozen_ln)" in result.output
+    for method in ("autonorm_s", "frozen_ln (ref)", "dyt"):
+        assert method in result.output
+
+
+def test_submit_wait_exits_non_zero_when_the_study_fails(wired, spec_file, client, app_engine, monkeypatch):
+    def sleep(_seconds):
+        (study,) = client.get("/studies").json()
+        with session_scope(app_engine) as session:
+            set_study_status(session, study_id=study["id"], status="failed", error="driver died: OOM")
+
+    monkeypatch.setattr(cli.time, "sleep", sleep)
+    result = runner.invoke(cli.app, ["submit", str(spec_file), "--wait", "--poll", "0"])
+    assert result.exit_code == 1
+    assert "failed" in result.output and "driver died: OOM" in result.output
+
+
+def test_an_invalid_spec_is_reported_with_field_paths(wired, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(QUICK_SPEC_YAML.replace("dataset: digits", "dataset: imagenet"))
+    result = runner.invoke(cli.app, ["submit", str(bad)])
+    assert result.exit_code == 1
+    assert "the study spec is invalid" in result.output
+    assert "dataset: unknown dataset 'imagenet'" in result.output
+
+
+def test_a_wrong_token_is_reported_with_how_to_fix_it(wired, spec_file, monkeypatch):
+    monkeypatch.setenv("NORMLAB_API_TOKEN", "wrong")
+    result = runner.invoke(cli.app, ["submit", str(spec_file)])
+    assert result.exit_code == 1
+    assert "refused the request" in result.output and "NORMLAB_API_TOKEN" in result.output
+    assert "wrong" not in result.output.replace("wrong bearer token", "")  # the token itself is not echoed
+
+
+def test_an_unreachable_api_says_to_start_it(monkeypatch, tmp_path, spec_file):
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("NORMLAB_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("NORMLAB_API_TOKEN", "t")
+    monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    result = runner.invoke(cli.app, ["status", "abc"])
+    assert result.exit_code == 1
+    assert "cannot reach the API at http://127.0.0.1:9" in result.output and "make run" in result.output
+
+
+def test_submit_without_any_token_says_where_to_get_one(monkeypatch, tmp_path, spec_file):
+    monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    result = runner.invoke(cli.app, ["submit", str(spec_file)])
+    assert result.exit_code == 1 and "no API token" in result.output
+
+
+def test_status_shows_the_progress(wired, client, app_engine, spec_file):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    _finish(app_engine, study["id"])
+    result = runner.invoke(cli.app, ["status", study["id"]])
+    assert result.exit_code == 0
+    assert "succeeded" in result.output and "9/15 done" in result.output and "raysubmit_1" in result.output
+
+
+def test_status_of_an_unknown_study_fails_with_the_api_message(wired):
+    result = runner.invoke(cli.app, ["status", "0" * 32])
+    assert result.exit_code == 1 and "no study with id" in result.output
+
+
+def test_results_prints_csv_raw_and_rejects_unknown_formats(wired, client, app_engine, spec_file):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    _finish(app_engine, study["id"])
+    result = runner.invoke(cli.app, ["results", "digits", "--format", "csv"])
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0].startswith("method,")
+    assert runner.invoke(cli.app, ["results", "digits", "--format", "xlsx"]).exit_code == 1
+
+
+def test_cancel_cancels_a_queued_study(wired, client, spec_file):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    result = runner.invoke(cli.app, ["cancel", study["id"]])
+    assert result.exit_code == 0 and "cancelled" in result.output
+    assert client.get(f"/studies/{study['id']}").json()["status"] == "cancelled"
+
+
+def test_studies_lists_what_was_submitted(wired, client, spec_file):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    result = runner.invoke(cli.app, ["studies"])
+    assert result.exit_code == 0 and study["id"] in result.output
+
+
+def test_token_prints_the_stored_token(monkeypatch, tmp_path):
+    monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    first = runner.invoke(cli.app, ["token"]).output.strip()
+    assert len(first) >= 40
+    assert (tmp_path / "api_token").read_text().strip() == first
+    assert runner.invoke(cli.app, ["token"]).output.strip() == first
+
+
+def test_serve_hands_over_to_the_launcher(monkeypatch, tmp_path):
+    calls = []
+    fake = types.ModuleType("service.launcher")
+    fake.serve = lambda settings, demo=False: calls.append((settings.data_dir, demo))
+    monkeypatch.setitem(sys.modules, "service.launcher", fake)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    result = runner.invoke(cli.app, ["serve", "--demo"])
+    assert result.exit_code == 0, result.output
+    assert calls == [(tmp_path, True)]
