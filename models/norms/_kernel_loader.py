@@ -113,6 +113,10 @@ def _declare(library: ctypes.CDLL) -> None:
         *(f32, i32, i64, i64, i64, i32),
         *(ptr, ptr, ptr, ptr, ptr),
     ]
+    library.token_mean_forward.restype = None
+    library.token_mean_forward.argtypes = [ptr, i64, i64, i64, i32, ptr]
+    library.add_token_broadcast.restype = None
+    library.add_token_broadcast.argtypes = [ptr, ptr, i64, i64, i64, i32]
 
 
 def load_mixed_norm_library() -> ctypes.CDLL | None:

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.norms.mixed import as_samples, mixed_norm, token_mean
+from models.norms.autonorm_fused import autonorm_fused
+from models.norms.mixed import _fast_path_applies, as_samples, mixed_norm, token_mean
 
 __all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
 
@@ -90,6 +91,10 @@ class AutoNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
+        if _fast_path_applies(xs) and self._float32_parameters():
+            y, probs = autonorm_fused(self, xs)
+            self.last_probs = probs.detach()
+            return y.reshape(x.shape)
         weights, probs = self.gate(xs)
         self.last_probs = probs.detach()
         w_dyt = weights[:, DYT_INDEX : DYT_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
@@ -99,6 +104,9 @@ class AutoNorm(nn.Module):
         cd = w_dyt * self.dyt_weight
         c0 = w_dyt * self.dyt_bias + w_ln * self.ln_bias
         return mixed_norm(xs, self.dyt_alpha, cl, cd, c0, eps=self.eps).reshape(x.shape)
+
+    def _float32_parameters(self) -> bool:
+        return all(p.dtype == torch.float32 for p in self.parameters())
 
     def extra_repr(self) -> str:
         return f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}"

@@ -130,3 +130,28 @@ void mixed_norm_backward(const float *restrict g, const float *restrict x, const
         free(scratch);
     }
 }
+
+/* out[b, :] = mean over t of x[b, t, :]  (the selector input), one sequential pass. */
+void token_mean_forward(const float *restrict x, long B, long T, long D, int num_threads, float *restrict out) {
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (long b = 0; b < B; ++b) {
+        float *restrict ob = out + b * D;
+        for (long d = 0; d < D; ++d) ob[d] = 0.f;
+        for (long t = 0; t < T; ++t) {
+            const float *restrict xr = x + (b * T + t) * D;
+            for (long d = 0; d < D; ++d) ob[d] += xr[d];
+        }
+        const float inv = 1.f / (float)T;
+        for (long d = 0; d < D; ++d) ob[d] *= inv;
+    }
+}
+
+/* dx[b, t, :] += v[b, :] for every token: the gradient that reaches x through the token mean. */
+void add_token_broadcast(float *restrict dx, const float *restrict v, long B, long T, long D, int num_threads) {
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (long r = 0; r < B * T; ++r) {
+        float *restrict dxr = dx + r * D;
+        const float *restrict vb = v + (r / T) * D;
+        for (long d = 0; d < D; ++d) dxr[d] += vb[d];
+    }
+}

@@ -67,3 +67,28 @@ def test_gate_stays_float32_when_the_model_itself_is_half_precision() -> None:
 def test_non_positive_temperature_is_rejected() -> None:
     with pytest.raises(ValueError, match="tau"):
         AutoNorm(DIM, tau=0.0)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_fused_cpu_autonorm_matches_the_eager_module_in_training_with_the_same_gumbel_noise(
+    hard: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.norms.autonorm as autonorm_module
+
+    norm = AutoNorm(DIM, tau=0.7, hard=hard).train()
+    with torch.no_grad():
+        for param in norm.parameters():
+            param.add_(torch.randn_like(param) * 0.3)
+    x = torch.randn(5, 4, DIM, requires_grad=True)
+    upstream = torch.randn(5, 4, DIM)
+
+    def run() -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(123)  # same Gumbel draw on both paths
+        y = norm(x)
+        return (y, norm.last_probs, *torch.autograd.grad(y, [x, *norm.parameters()], upstream))
+
+    fused = run()
+    monkeypatch.setattr(autonorm_module, "_fast_path_applies", lambda _x: False)
+    eager = run()
+    for got, want in zip(fused, eager, strict=True):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
