@@ -123,3 +123,32 @@ def test_list_trials_filters_by_phase_status_study_and_dataset(engine, study_id)
         assert keys(dataset="digits", phase="tune") == ["t1"]
         assert keys(dataset="cifar10") == []
         assert keys(study_id="0" * 32) == []
+
+
+def test_concurrent_writers_from_separate_engines_lose_no_trial(database_url, engine, study_id):
+    # The API and the study drivers are separate processes with their own engines; none may fail on a lock.
+    import threading
+
+    from service.store import make_engine
+
+    failures: list[BaseException] = []
+
+    def writer(worker: int) -> None:
+        own_engine = make_engine(database_url)
+        try:
+            for i in range(10):
+                _record(own_engine, study_id, key=f"w{worker}-{i}", seed=i, metric_value=i / 10)
+                _record(own_engine, study_id, key=f"w{worker}-{i}", seed=i, metric_value=i / 10)  # a retry
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            own_engine.dispose()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    with session_scope(engine) as session:
+        assert len(list_trials(session, study_id=study_id)) == 40
