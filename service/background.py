@@ -60,10 +60,9 @@ class StudyReconciler:
 
     def _submit_queued(self) -> None:
         with session_scope(self.engine) as session:
-            queued = list_studies(session, status="queued")
+            queued = list_studies(session, status="queued", order="oldest")  # submission order
             running = len(list_studies(session, status="running"))
-        # Oldest first, so studies start in submission order.
-        queued = sorted(queued, key=lambda study: study.created_at)[: max(0, self.max_running - running)]
+        queued = queued[: max(0, self.max_running - running)]
         for study in queued:
             try:
                 job_id = self.dispatcher.submit(study.id, study.spec)

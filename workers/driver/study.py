@@ -22,7 +22,13 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 from sqlalchemy.engine import Engine
 
-from service.store import get_study, session_scope, set_study_runtime, set_study_status
+from service.store import (
+    InvalidStatusTransitionError,
+    get_study,
+    session_scope,
+    set_study_runtime,
+    set_study_status,
+)
 from studies.spec import StudySpec
 from workers.driver.parent_run import ensure_parent_run
 from workers.driver.recorder import TrialRecorder
@@ -75,13 +81,18 @@ def run_study(study_id: str, ctx: DriverContext) -> None:
     except Exception:
         error = traceback.format_exc(limit=20)
         log.error("study %s failed:\n%s", study_id, error)
-        with session_scope(ctx.engine) as session:
-            if get_study(session, study_id=study_id).status == "running":
-                set_study_status(session, study_id=study_id, status="failed", error=error[-8000:])
+        _finish(ctx, study_id, "failed", error=error[-8000:])
         raise
-    with session_scope(ctx.engine) as session:
-        if get_study(session, study_id=study_id).status == "running":
-            set_study_status(session, study_id=study_id, status="succeeded")
+    _finish(ctx, study_id, "succeeded")
+
+
+def _finish(ctx: DriverContext, study_id: str, status: str, error: str | None = None) -> None:
+    """Record the outcome unless the study was cancelled meanwhile (a cancel wins over a late finish)."""
+    try:
+        with session_scope(ctx.engine) as session:
+            set_study_status(session, study_id=study_id, status=status, error=error)
+    except InvalidStatusTransitionError:
+        log.info("study %s was cancelled before the driver could record %s", study_id, status)
 
 
 def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
