@@ -24,6 +24,7 @@ from mlflow.tracking import MlflowClient
 __all__ = [
     "TRIAL_KEY_TAG",
     "TrialTracker",
+    "finalize_trial_run",
     "find_trial_run",
     "tracker_from_trial_config",
     "trial_params",
@@ -355,3 +356,39 @@ def tracker_from_trial_config(config: Mapping[str, Any], **options: Any) -> Tria
         params=trial_params(config),
         **options,
     )
+
+
+def finalize_trial_run(
+    client: MlflowClient,
+    experiment_id: str,
+    trial_key: str,
+    *,
+    history: Sequence[Mapping[str, Any]],
+    status: str = "FINISHED",
+    step_key: str = "epoch",
+) -> str | None:
+    """Complete a trial's run after Tune is done with it; idempotent. Returns the run id (None: no run).
+
+    Tune stops a trial (ASHA) by ending its actor without waiting for the training thread, so the
+    tracker's last queued epoch and its FINISHED status can be lost. The driver calls this with the
+    trial's reported results (one dict per epoch) to log the epochs the run lacks and set the status of
+    a run still marked RUNNING.
+    """
+    run = find_trial_run(client, experiment_id, trial_key)
+    if run is None:
+        return None
+    run_id = run.info.run_id
+    held = {m.step for m in client.get_metric_history(run_id, _PROBE_METRIC)}
+    timestamp = int(time.time() * 1000)
+    missing = [
+        Metric(key=k, value=float(v), timestamp=timestamp, step=int(metrics[step_key]))
+        for metrics in history
+        if step_key in metrics and int(metrics[step_key]) not in held
+        for k, v in metrics.items()
+        if _is_number(v)
+    ]
+    for start in range(0, len(missing), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=missing[start : start + MAX_METRICS_PER_BATCH])
+    if run.info.status == "RUNNING":
+        client.set_terminated(run_id, status=status)
+    return run_id

@@ -10,9 +10,9 @@ a restarted trial continues the same run.
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,6 @@ from workers.tracking import TrialTracker, tracker_from_trial_config
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
 
 __all__ = ["train_trial", "trial_device", "trial_num_threads"]
-
-logger = logging.getLogger(__name__)
 
 
 def train_trial(config: dict[str, Any]) -> None:
@@ -102,10 +100,10 @@ def trial_num_threads() -> int:
 
 
 def _trial_resources() -> dict[str, float]:
-    try:
-        from ray import tune
+    """The trial's reserved resources ({"CPU": 2, "GPU": 0.5}); empty outside a Tune session."""
+    from ray import tune
 
-        return dict(tune.get_context().get_trial_resources().required_resources)
-    except Exception:  # outside a Tune session (direct calls, tests): fall back to one CPU, no GPU
-        logger.debug("no Tune trial resources available; assuming 1 CPU")
-        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Tune warns (and returns None) when called outside a trial
+        resources = tune.get_context().get_trial_resources()
+    return dict(resources.required_resources) if resources is not None else {}

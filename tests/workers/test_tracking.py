@@ -5,7 +5,13 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from workers.tracking import TrialTracker, tracker_from_trial_config, trial_params, trial_tags
+from workers.tracking import (
+    TrialTracker,
+    finalize_trial_run,
+    tracker_from_trial_config,
+    trial_params,
+    trial_tags,
+)
 
 TRIAL = {
     "method": "autonorm_s",
@@ -54,7 +60,7 @@ class FlakyClient:
     def search_runs(self, experiment_ids, filter_string, **kwargs):
         if self.down:
             raise ConnectionError("server down")
-        return [run for run in self.runs.values() if run.key in filter_string]
+        return [run for run in self.runs.values() if filter_string.endswith(f"'{run.key}'")]
 
     def create_run(self, experiment_id, tags, run_name):
         run = SimpleNamespace(
@@ -155,6 +161,23 @@ def test_a_restarted_tracker_continues_the_run_and_logs_each_epoch_once():
     assert second.run_id == first.run_id and len(client.runs) == 1
     assert sorted(m.step for m in client.metrics if m.key == "objective") == [0, 1, 2, 3, 4]
     assert client.runs[first.run_id].info.status == "FINISHED"
+
+
+def test_finalize_completes_a_run_whose_trial_was_stopped_before_its_tracker_closed():
+    client = FlakyClient()
+    tracker = TrialTracker(tracking_uri=None, experiment_id="1", trial_key="k", client=client)
+    tracker.start()
+    tracker.log_metrics({"epoch": 0, "objective": 0.0}, step=0)
+    tracker.flush()  # epoch 1 was queued but the actor died: neither it nor the status reached MLflow
+    history = [{"epoch": 0, "objective": 0.0}, {"epoch": 1, "objective": 0.5, "note": "x"}]
+    run_id = finalize_trial_run(client, "1", "k", history=history)
+    assert run_id == tracker.run_id and client.runs[run_id].info.status == "FINISHED"
+    assert sorted((m.key, m.step) for m in client.metrics) == [
+        ("epoch", 0), ("epoch", 1), ("objective", 0), ("objective", 1),
+    ]  # fmt: skip
+    finalize_trial_run(client, "1", "k", history=history)  # a second call changes nothing
+    assert len(client.metrics) == 4
+    assert finalize_trial_run(client, "1", "never-started", history=history) is None
 
 
 @pytest.mark.slow

@@ -1,0 +1,166 @@
+"""The trainable under a real local Ray Tune (token auth on) logging to a real MLflow server."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import workers.trainable as trainable_module
+from workers.trainable import train_trial, trial_device, trial_num_threads
+
+EPOCHS = 4
+
+
+def test_outside_a_tune_session_a_trial_runs_on_one_cpu_thread():
+    assert trial_device() == "cpu"
+    assert trial_num_threads() == 1
+
+
+def crash_once_after_epoch_2(config: dict) -> None:
+    """train_trial, except that the first attempt dies right after epoch 2 was reported (as a killed process
+    would, mid-epoch 3); every report is appended to a log so the test can see what each attempt did."""
+    config = dict(config)
+    log = Path(config.pop("test_report_log"))
+    crash_marker = log.with_suffix(".crashed")
+    real_report = trainable_module._report_to_tune
+
+    def report(metrics, checkpoint_dir):
+        real_report(metrics, checkpoint_dir)
+        with log.open("a") as handle:
+            handle.write(f"{metrics['epoch']}\n")
+        if metrics["epoch"] == 2 and config["seed"] == 1 and not crash_marker.exists():
+            crash_marker.touch()
+            raise RuntimeError("simulated crash during epoch 3")
+
+    trainable_module._report_to_tune = report
+    try:
+        train_trial(config)
+    finally:
+        trainable_module._report_to_tune = real_report
+
+
+@pytest.fixture
+def ray_cluster():
+    """A local Ray cluster with token authentication, the token given in the environment.
+
+    Ray >= 2.59 turns token auth on by default for a cluster started by ray.init() and writes a token to
+    ~/.ray/auth_token when none exists; setting RAY_AUTH_MODE=token and RAY_AUTH_TOKEN explicitly keeps auth
+    on without touching the home directory. Workers inherit the environment, so they authenticate too.
+    """
+    import ray
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    def refresh_auth_config() -> None:
+        # This process read RAY_AUTH_MODE when it first imported ray (earlier tests import it): re-read it,
+        # or the driver would talk to the token-protected GCS without a token. ray.init refreshes it itself
+        # only when it turns auth on by default (RAY_AUTH_MODE unset).
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(
+        {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+        }
+    )
+    refresh_auth_config()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        object_store_memory=100 * 1024**2,
+        log_to_driver=False,
+    )
+    # Pickle this module's functions by value: Ray workers cannot import the tests package by name.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        yield
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        ray.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        refresh_auth_config()
+
+
+@pytest.mark.slow
+def test_tune_trials_log_one_mlflow_run_each_and_a_crashed_trial_resumes_its_run(
+    ray_cluster, mlflow_server, tmp_path
+):
+    from ray import tune
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    assert get_authentication_mode() == AuthenticationMode.TOKEN
+
+    client = MlflowClient(mlflow_server)
+    experiment_id = client.create_experiment(f"trainable-{uuid.uuid4().hex[:8]}")
+    parent = client.create_run(experiment_id, run_name="study-parent").info.run_id
+    param_space = {
+        "method": "autonorm_s",
+        "dataset": "digits",
+        "model": "vit_lite_tiny",
+        "knobs": {"t_freeze": 2, "eps_h": 0.0},
+        "epochs": EPOCHS,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "warmup_epochs": 1,
+        "max_steps_per_epoch": 4,
+        "seed": tune.grid_search([0, 1]),
+        "study_id": "study-x",
+        "phase": "tune",
+        "trial_key": tune.sample_from(lambda spec: f"study-x/autonorm_s/seed{spec.config.seed}"),
+        "mlflow_tracking_uri": mlflow_server,
+        "mlflow_experiment_id": experiment_id,
+        "mlflow_parent_run_id": parent,
+        "test_report_log": tune.sample_from(lambda spec: str(tmp_path / f"reports-{spec.config.seed}.log")),
+    }
+    tuner = tune.Tuner(
+        tune.with_resources(crash_once_after_epoch_2, {"cpu": 1}),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(metric="objective", mode="max"),
+        run_config=tune.RunConfig(
+            name="trainable-test",
+            storage_path=str(tmp_path / "ray_results"),
+            failure_config=tune.FailureConfig(max_failures=1),
+            verbose=0,
+        ),
+    )
+    results = tuner.fit()
+
+    assert results.num_errors == 0
+    assert sorted(r.metrics["epoch"] for r in results) == [EPOCHS, EPOCHS]
+    for result in results:
+        assert result.checkpoint is not None and result.metrics["gates_frozen"] == 1
+    assert (tmp_path / "reports-1.crashed").exists()
+    # The crashed trial resumed from its epoch-2 checkpoint: no epoch reported twice, none skipped.
+    assert (tmp_path / "reports-1.log").read_text().split() == ["0", "1", "2", "3", "4"]
+    assert (tmp_path / "reports-0.log").read_text().split() == ["0", "1", "2", "3", "4"]
+
+    children = client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert sorted(run.data.tags["normlab.trial_key"] for run in children) == [
+        "study-x/autonorm_s/seed0",
+        "study-x/autonorm_s/seed1",
+    ]  # exactly one run per trial, the restarted one included
+    for run in children:
+        tags = run.data.tags
+        assert tags["normlab.study_id"] == "study-x" and tags["normlab.method"] == "autonorm_s"
+        assert tags["normlab.phase"] == "tune" and tags["normlab.seed"] in {"0", "1"}
+        assert run.info.status == "FINISHED"
+        assert run.data.params["knobs.t_freeze"] == "2" and run.data.params["epochs"] == str(EPOCHS)
+        steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "objective"))
+        assert steps == list(range(EPOCHS + 1))
+        assert {"train_loss", "val_accuracy", "gate_entropy_mean", "init_erank_jacobian"} <= set(
+            run.data.metrics
+        )
