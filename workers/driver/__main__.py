@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     data_dir = Path(os.environ.get("NORMLAB_DATA_DIR", Path.home() / ".normlab")).expanduser()
     ctx = DriverContext(
         engine=make_engine(database_url),
+        database_url=database_url,
         mlflow_tracking_uri=tracking_uri,
         results_dir=data_dir / "ray_results" / args.study_id,
         data_root=os.environ.get("NORMLAB_DATASETS_DIR"),

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 from sqlalchemy.engine import Engine
 
-from service.store import record_trial, session_scope
+from service.store import make_engine, record_trial, session_scope
 from workers.driver.trial_keys import flatten_trial_config, trial_key_for
 
 __all__ = ["TrialRecorder", "numeric_metrics"]
@@ -38,13 +38,34 @@ def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 class TrialRecorder(Callback):
-    """Records each trial once it completes or errors; record_trial upserts by key, so repeats are harmless."""
+    """Records each trial once it completes or errors; record_trial upserts by key, so repeats are harmless.
 
-    def __init__(self, engine: Engine, *, metric_key: str, mlflow: MlflowClient | None, experiment_id: str):
-        self.engine = engine
+    Tune pickles its callbacks with the experiment state (so a restored sweep keeps recording), hence
+    the recorder holds URLs and opens its engine and MLflow client lazily.
+    """
+
+    def __init__(self, database_url: str, *, metric_key: str, tracking_uri: str | None, experiment_id: str):
+        self.database_url = database_url
         self.metric_key = metric_key  # e.g. test_accuracy (final/grid) or objective (tune)
-        self.mlflow = mlflow
+        self.tracking_uri = tracking_uri
         self.experiment_id = experiment_id
+        self._engine: Engine | None = None
+        self._mlflow: MlflowClient | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_engine": None, "_mlflow": None}
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = make_engine(self.database_url)
+        return self._engine
+
+    @property
+    def mlflow(self) -> MlflowClient | None:
+        if self._mlflow is None and self.tracking_uri:
+            self._mlflow = MlflowClient(self.tracking_uri)
+        return self._mlflow
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._record(trial, status="running", error=None)

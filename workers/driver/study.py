@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DriverContext:
     engine: Engine
+    database_url: str
     mlflow_tracking_uri: str
     results_dir: Path  # Tune experiment storage: lets a restarted driver resume its sweeps
     data_root: str | None = None
@@ -250,7 +251,10 @@ def _run_config(
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
             TrialRecorder(
-                ctx.engine, metric_key=metric_key, mlflow=client, experiment_id=parent.experiment_id
+                ctx.database_url,
+                metric_key=metric_key,
+                tracking_uri=ctx.mlflow_tracking_uri,
+                experiment_id=parent.experiment_id,
             )
         ],
         verbose=1,
