@@ -73,7 +73,7 @@ def test_the_quick_example_is_smoke_test_sized():
     spec = load_spec(EXAMPLES / "quick.yaml")
     assert spec.dataset == "digits" and spec.model.preset == "vit_lite_tiny"
     assert spec.methods == ["autonorm_s", "frozen_ln", "dyt"] and len(spec.seeds) == 3
-    assert spec.budget.epochs <= 5 and spec.planned_trials() <= 20
+    assert spec.budget.epochs <= 10 and spec.planned_trials() <= 20
     assert spec.resources.gpu == 0
 
 
