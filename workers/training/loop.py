@@ -77,9 +77,8 @@ class TrainingRun:
 
     def __init__(self, cfg: TrainConfig) -> None:
         # Imported here so workers.training stays importable (and testable) without the heavy registries.
-        from models.methods import norm_for_method
-
         from models import build_model
+        from models.methods import norm_for_method
         from models.norms import GateFreezer
         from workers.data import get_dataset
 
@@ -118,7 +117,8 @@ class TrainingRun:
         from models.rank import init_rank_report
 
         started = time.perf_counter()
-        example = self.bundle.train.tensors[0][:RANK_EXAMPLE_SIZE].to(self.device)
+        example, _ = next(iterate_batches(self.bundle.train, RANK_EXAMPLE_SIZE))
+        example = example.to(self.device)
         ranks = init_rank_report(self.model, example)
         metric, gates = self.evaluate(self.bundle.val)
         metrics: dict[str, Any] = {"epoch": 0, **self._validation_metrics(metric), **gates}
