@@ -113,10 +113,22 @@ def _declare(library: ctypes.CDLL) -> None:
         *(f32, i32, i64, i64, i64, i32),
         *(ptr, ptr, ptr, ptr, ptr),
     ]
-    library.token_mean_forward.restype = None
-    library.token_mean_forward.argtypes = [ptr, i64, i64, i64, i32, ptr]
-    library.add_token_broadcast.restype = None
-    library.add_token_broadcast.argtypes = [ptr, ptr, i64, i64, i64, i32]
+    library.autonorm_state_width.restype = i64
+    library.autonorm_state_width.argtypes = [i64, i64, i64]
+    library.autonorm_work_width.restype = i64
+    library.autonorm_work_width.argtypes = [i64, i64, i64]
+    library.autonorm_forward.restype = None
+    library.autonorm_forward.argtypes = [
+        *(ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
+        *(f32, i32, f32, i64, i64, i64, i64, i32),
+        *(ptr, ptr, ptr),
+    ]
+    library.autonorm_backward.restype = None
+    library.autonorm_backward.argtypes = [
+        *(ptr, ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
+        *(f32, i32, i64, i64, i64, i64, i32),
+        *(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
+    ]
 
 
 def load_mixed_norm_library() -> ctypes.CDLL | None:

@@ -26,7 +26,9 @@ def as_samples(x: torch.Tensor) -> torch.Tensor:
 
     A 2-D input (N, D) is N samples of one token each, so gates are per row.
     """
-    if x.dim() >= 3:
+    if x.dim() == 3:
+        return x
+    if x.dim() > 3:
         return x.reshape(-1, x.shape[-2], x.shape[-1])
     return x.reshape(-1, 1, x.shape[-1])
 

@@ -131,27 +131,303 @@ void mixed_norm_backward(const float *restrict g, const float *restrict x, const
     }
 }
 
-/* out[b, :] = mean over t of x[b, t, :]  (the selector input), one sequential pass. */
-void token_mean_forward(const float *restrict x, long B, long T, long D, int num_threads, float *restrict out) {
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (long b = 0; b < B; ++b) {
-        float *restrict ob = out + b * D;
-        for (long d = 0; d < D; ++d) ob[d] = 0.f;
-        for (long t = 0; t < T; ++t) {
-            const float *restrict xr = x + (b * T + t) * D;
-            for (long d = 0; d < D; ++d) ob[d] += xr[d];
-        }
-        const float inv = 1.f / (float)T;
-        for (long d = 0; d < D; ++d) ob[d] *= inv;
+/* ------------------------------------------------------------------------------------------------
+ * The whole AutoNorm layer (token mean -> selector MLP -> (Gumbel-)softmax gate -> mixed norm) as one
+ * forward and one backward call. Everything per sample b runs while that sample's rows sit in L2:
+ *   forward:  pass 1 over x[b] (row mean/rstd, token sum), the gate of b, pass 2 writes y[b];
+ *   backward: pass 1 over (g[b], x[b]) accumulates the (D,) coefficient grads and writes the row-local
+ *             part of dx[b], the gate backward of b gives the token-mean gradient, pass 2 adds the
+ *             LayerNorm row-mean terms and that gradient to dx[b] (x[b], dx[b] still in L2).
+ * Reductions over samples (parameter grads) run after the parallel loop, so no atomics are needed.
+ *
+ * Per-sample state, one row of `state` (B, S) with S = autonorm_state_width(T, D, H), laid out as
+ *   mean[T] rstd[T] pooled[D] pre[H] cdf[H] hidden[H] soft[2] weights[2]
+ * where cdf = Phi(pre) (the GELU derivative needs it) and soft is the (Gumbel-)softmax the gradient
+ * flows through (= the noise-free probabilities in eval); weights is what mixes the branches (soft, or
+ * its one-hot in hard straight-through mode).
+ * ------------------------------------------------------------------------------------------------ */
+
+#define INV_SQRT2 0.70710678118654752f
+#define INV_SQRT_2PI 0.39894228040143268f
+
+long autonorm_state_width(long T, long D, long H) { return 2 * T + D + 3 * H + 4; }
+
+static float dot(const float *restrict a, const float *restrict b, long n) {
+    float s = 0.f;
+    for (long i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+/* Two-way softmax, computed as torch does (shift by the max, exp, divide by the sum). */
+static void softmax2(float l0, float l1, float *restrict out) {
+    const float m = l0 > l1 ? l0 : l1;
+    const float e0 = expf(l0 - m), e1 = expf(l1 - m);
+    const float s = e0 + e1;
+    out[0] = e0 / s;
+    out[1] = e1 / s;
+}
+
+/* Selector MLP and gate of one sample. exp_noise (2 values) is a standard exponential draw E, so the
+ * Gumbel noise is -log(E) (as torch.nn.functional.gumbel_softmax draws it); NULL means noise-free. */
+static void gate_forward(const float *restrict pooled, const float *restrict w1, const float *restrict b1,
+                         const float *restrict w2, const float *restrict b2, const float *restrict exp_noise,
+                         float tau, int hard, long D, long H, float *restrict pre, float *restrict cdf,
+                         float *restrict hidden, float *restrict probs, float *restrict soft,
+                         float *restrict weights) {
+    for (long h = 0; h < H; ++h) {
+        const float z = b1[h] + dot(w1 + h * D, pooled, D);
+        const float phi = 0.5f * (1.f + erff(z * INV_SQRT2));
+        pre[h] = z;
+        cdf[h] = phi;
+        hidden[h] = z * phi;
+    }
+    const float l0 = b2[0] + dot(w2, hidden, H);
+    const float l1 = b2[1] + dot(w2 + H, hidden, H);
+    softmax2(l0, l1, probs);
+    if (exp_noise == NULL) {
+        soft[0] = probs[0];
+        soft[1] = probs[1];
+    } else {
+        softmax2((l0 - logf(exp_noise[0])) / tau, (l1 - logf(exp_noise[1])) / tau, soft);
+    }
+    if (hard && exp_noise != NULL) {
+        const int pick = soft[1] > soft[0]; /* torch.argmax: the first index wins a tie */
+        weights[0] = (float)(1 - pick);
+        weights[1] = (float)pick;
+    } else {
+        weights[0] = soft[0];
+        weights[1] = soft[1];
     }
 }
 
-/* dx[b, t, :] += v[b, :] for every token: the gradient that reaches x through the token mean. */
-void add_token_broadcast(float *restrict dx, const float *restrict v, long B, long T, long D, int num_threads) {
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-    for (long r = 0; r < B * T; ++r) {
-        float *restrict dxr = dx + r * D;
-        const float *restrict vb = v + (r / T) * D;
-        for (long d = 0; d < D; ++d) dxr[d] += vb[d];
+/* cl = w_ln * ln_w, cd = w_dyt * dyt_w, c0 = w_dyt * dyt_b + w_ln * ln_b for one sample. */
+static void fold_coefficients(const float *restrict weights, const float *restrict dyt_w,
+                              const float *restrict dyt_b, const float *restrict ln_w,
+                              const float *restrict ln_b, long D, float *restrict cl, float *restrict cd,
+                              float *restrict c0) {
+    const float wd = weights[0], wl = weights[1];
+    for (long d = 0; d < D; ++d) {
+        cl[d] = wl * ln_w[d];
+        cd[d] = wd * dyt_w[d];
+        c0[d] = wd * dyt_b[d] + wl * ln_b[d];
     }
+}
+
+/* Pass 1 of the forward for one sample: row mean and rstd, and the token sum into pooled. */
+static void row_stats_and_token_mean(const float *restrict xb, float eps, long T, long D, float *restrict mean,
+                                     float *restrict rstd, float *restrict pooled) {
+    for (long d = 0; d < D; ++d) pooled[d] = 0.f;
+    for (long t = 0; t < T; ++t) {
+        const float *restrict xr = xb + t * D;
+        float s = 0.f;
+        for (long d = 0; d < D; ++d) {
+            s += xr[d];
+            pooled[d] += xr[d];
+        }
+        const float mu = s / (float)D;
+        float v = 0.f;
+        for (long d = 0; d < D; ++d) {
+            const float c = xr[d] - mu;
+            v += c * c;
+        }
+        mean[t] = mu;
+        rstd[t] = 1.f / sqrtf(v / (float)D + eps);
+    }
+    const float inv_t = 1.f / (float)T;
+    for (long d = 0; d < D; ++d) pooled[d] *= inv_t;
+}
+
+/* Pass 2 of the forward for one sample: y = cl * LN0(x) + cd * tanh(alpha x) + c0. */
+static void mix_rows(const float *restrict xb, const float *restrict mean, const float *restrict rstd,
+                     const float *restrict cl, const float *restrict cd, const float *restrict c0, float alpha,
+                     long T, long D, float *restrict yb) {
+    for (long t = 0; t < T; ++t) {
+        const float *restrict xr = xb + t * D;
+        float *restrict yr = yb + t * D;
+        const float mu = mean[t], rs = rstd[t];
+        for (long d = 0; d < D; ++d) {
+            const float xv = xr[d];
+            yr[d] = (xv - mu) * rs * cl[d] + fast_tanh(alpha * xv) * cd[d] + c0[d];
+        }
+    }
+}
+
+void autonorm_forward(const float *restrict x, float alpha, const float *restrict dyt_w,
+                      const float *restrict dyt_b, const float *restrict ln_w, const float *restrict ln_b,
+                      const float *restrict w1, const float *restrict b1, const float *restrict w2,
+                      const float *restrict b2, const float *restrict exp_noise, float tau, int hard, float eps,
+                      long B, long T, long D, long H, int num_threads, float *restrict y,
+                      float *restrict state, float *restrict probs) {
+    const long S = autonorm_state_width(T, D, H);
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *coef = (float *)malloc(sizeof(float) * 3 * (size_t)D);
+#pragma omp for schedule(static)
+        for (long b = 0; b < B; ++b) {
+            float *st = state + b * S;
+            float *pooled = st + 2 * T, *pre = pooled + D, *cdf = pre + H, *hidden = cdf + H;
+            float *soft = hidden + H, *weights = soft + 2;
+            row_stats_and_token_mean(x + b * T * D, eps, T, D, st, st + T, pooled);
+            gate_forward(pooled, w1, b1, w2, b2, exp_noise ? exp_noise + 2 * b : NULL, tau, hard, D, H, pre,
+                         cdf, hidden, probs + 2 * b, soft, weights);
+            fold_coefficients(weights, dyt_w, dyt_b, ln_w, ln_b, D, coef, coef + D, coef + 2 * D);
+            mix_rows(x + b * T * D, st, st + T, coef, coef + D, coef + 2 * D, alpha, T, D, y + b * T * D);
+        }
+        free(coef);
+    }
+}
+
+/* Per-sample gradient scratch, one row of `work` (B, W) with W = autonorm_work_width(T, D, H):
+ *   dcl[D] dcd[D] dc0[D] dpre[H] dlogits[2] dalpha[1] row_c[T] row_k[T] dpool[D]  */
+long autonorm_work_width(long T, long D, long H) { return 4 * D + H + 3 + 2 * T; }
+
+/* Backward pass 1 for one sample: everything local to a row. Accumulates the (D,) grads of cl, cd,
+ * c0 over tokens, writes dx = rs * g * cl + alpha * g * cd * (1 - tanh^2) and, per row, the constants
+ * of the LayerNorm row-mean terms: rs * (-m1 - xh * m2) = row_c - row_k * x. Returns dalpha. */
+static float backward_rows(const float *restrict gb, const float *restrict xb, const float *restrict mean,
+                           const float *restrict rstd, const float *restrict cl, const float *restrict cd,
+                           float alpha, long T, long D, float *restrict dxb, float *restrict dcl,
+                           float *restrict dcd, float *restrict dc0, float *restrict row_c,
+                           float *restrict row_k) {
+    const float inv_d = 1.f / (float)D;
+    for (long d = 0; d < D; ++d) dcl[d] = dcd[d] = dc0[d] = 0.f;
+    float da = 0.f;
+    for (long t = 0; t < T; ++t) {
+        const float *restrict xr = xb + t * D;
+        const float *restrict gr = gb + t * D;
+        float *restrict dxr = dxb + t * D;
+        const float mu = mean[t], rs = rstd[t];
+        float s1 = 0.f, s2 = 0.f;
+        for (long d = 0; d < D; ++d) {
+            const float xv = xr[d], gv = gr[d];
+            const float xh = (xv - mu) * rs;
+            const float th = fast_tanh(alpha * xv);
+            const float gl = gv * cl[d];
+            const float q = gv * cd[d] * (1.f - th * th);
+            s1 += gl;
+            s2 += gl * xh;
+            dcl[d] += gv * xh;
+            dcd[d] += gv * th;
+            dc0[d] += gv;
+            da += q * xv;
+            dxr[d] = rs * gl + alpha * q;
+        }
+        const float m1 = s1 * inv_d, m2 = s2 * inv_d;
+        row_k[t] = rs * rs * m2;
+        row_c[t] = -rs * m1 + rs * rs * m2 * mu;
+    }
+    return da;
+}
+
+/* Gate backward for one sample: the two mixing weights, the (Gumbel-)softmax, the selector MLP, down
+ * to dpool, the gradient each token receives through the token mean (1/T of the pooled gradient). */
+static void gate_backward(const float *restrict dcl, const float *restrict dcd, const float *restrict dc0,
+                          const float *restrict dyt_w, const float *restrict dyt_b, const float *restrict ln_w,
+                          const float *restrict ln_b, const float *restrict w1, const float *restrict w2,
+                          const float *restrict pre, const float *restrict cdf, const float *restrict soft,
+                          float inv_tau, long T, long D, long H, float *restrict dlogits, float *restrict dpre,
+                          float *restrict dpool) {
+    const float dw0 = dot(dcd, dyt_w, D) + dot(dc0, dyt_b, D);
+    const float dw1 = dot(dcl, ln_w, D) + dot(dc0, ln_b, D);
+    const float sdot = soft[0] * dw0 + soft[1] * dw1;
+    dlogits[0] = soft[0] * (dw0 - sdot) * inv_tau;
+    dlogits[1] = soft[1] * (dw1 - sdot) * inv_tau;
+    for (long h = 0; h < H; ++h) {
+        const float z = pre[h];
+        const float dgelu = cdf[h] + z * expf(-0.5f * z * z) * INV_SQRT_2PI;
+        dpre[h] = (dlogits[0] * w2[h] + dlogits[1] * w2[H + h]) * dgelu;
+    }
+    const float inv_t = 1.f / (float)T;
+    for (long d = 0; d < D; ++d) dpool[d] = 0.f;
+    for (long h = 0; h < H; ++h) {
+        const float v = dpre[h] * inv_t;
+        const float *restrict w1h = w1 + h * D;
+        for (long d = 0; d < D; ++d) dpool[d] += v * w1h[d];
+    }
+}
+
+/* Backward pass 2 for one sample: dx += row_c - row_k * x + dpool (x and dx are still in L2). */
+static void finish_dx(const float *restrict xb, const float *restrict row_c, const float *restrict row_k,
+                      const float *restrict dpool, long T, long D, float *restrict dxb) {
+    for (long t = 0; t < T; ++t) {
+        const float *restrict xr = xb + t * D;
+        float *restrict dxr = dxb + t * D;
+        const float c = row_c[t], k = row_k[t];
+        for (long d = 0; d < D; ++d) dxr[d] += c - k * xr[d] + dpool[d];
+    }
+}
+
+void autonorm_backward(const float *restrict g, const float *restrict x, float alpha,
+                       const float *restrict dyt_w, const float *restrict dyt_b, const float *restrict ln_w,
+                       const float *restrict ln_b, const float *restrict w1, const float *restrict w2,
+                       const float *restrict state, float tau, int selector_grads, long B, long T, long D,
+                       long H, int num_threads, float *restrict dx, float *restrict work,
+                       float *restrict d_alpha, float *restrict d_dyt_w, float *restrict d_dyt_b,
+                       float *restrict d_ln_w, float *restrict d_ln_b, float *restrict d_w1,
+                       float *restrict d_b1, float *restrict d_w2, float *restrict d_b2) {
+    const long S = autonorm_state_width(T, D, H), W = autonorm_work_width(T, D, H);
+    const float inv_tau = 1.f / tau;
+#pragma omp parallel num_threads(num_threads)
+    {
+        float *coef = (float *)malloc(sizeof(float) * 3 * (size_t)D);
+#pragma omp for schedule(static)
+        for (long b = 0; b < B; ++b) {
+            const float *st = state + b * S;
+            const float *pre = st + 2 * T + D, *cdf = pre + H, *soft = cdf + 2 * H, *weights = soft + 2;
+            float *wk = work + b * W;
+            float *dcl = wk, *dcd = wk + D, *dc0 = wk + 2 * D, *dpre = wk + 3 * D, *dlogits = dpre + H;
+            float *dalpha = dlogits + 2, *row_c = dalpha + 1, *row_k = row_c + T, *dpool = row_k + T;
+            fold_coefficients(weights, dyt_w, dyt_b, ln_w, ln_b, D, coef, coef + D, coef + 2 * D);
+            *dalpha = backward_rows(g + b * T * D, x + b * T * D, st, st + T, coef, coef + D, alpha, T, D,
+                                    dx + b * T * D, dcl, dcd, dc0, row_c, row_k);
+            gate_backward(dcl, dcd, dc0, dyt_w, dyt_b, ln_w, ln_b, w1, w2, pre, cdf, soft, inv_tau, T, D, H,
+                          dlogits, dpre, dpool);
+            finish_dx(x + b * T * D, row_c, row_k, dpool, T, D, dx + b * T * D);
+        }
+        free(coef);
+    }
+    /* Reductions over samples. */
+    float da = 0.f;
+    for (long b = 0; b < B; ++b) da += work[b * W + 3 * D + H + 2];
+    *d_alpha = da;
+    for (long d = 0; d < D; ++d) d_dyt_w[d] = d_dyt_b[d] = d_ln_w[d] = d_ln_b[d] = 0.f;
+    for (long b = 0; b < B; ++b) {
+        const float *restrict wk = work + b * W;
+        const float *restrict weights = state + b * S + 2 * T + D + 3 * H + 2;
+        const float wd = weights[0], wl = weights[1];
+        for (long d = 0; d < D; ++d) {
+            d_ln_w[d] += wl * wk[d];
+            d_dyt_w[d] += wd * wk[D + d];
+            d_dyt_b[d] += wd * wk[2 * D + d];
+            d_ln_b[d] += wl * wk[2 * D + d];
+        }
+    }
+    if (!selector_grads) return;
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (long h = 0; h < H; ++h) {
+        float *restrict dw1h = d_w1 + h * D;
+        float db1 = 0.f, dw20 = 0.f, dw21 = 0.f;
+        for (long d = 0; d < D; ++d) dw1h[d] = 0.f;
+        for (long b = 0; b < B; ++b) {
+            const float *restrict wk = work + b * W;
+            const float *restrict st = state + b * S;
+            const float v = wk[3 * D + h];
+            const float *restrict pooled = st + 2 * T;
+            for (long d = 0; d < D; ++d) dw1h[d] += v * pooled[d];
+            db1 += v;
+            const float hid = st[2 * T + D + 2 * H + h];
+            dw20 += wk[3 * D + H] * hid;
+            dw21 += wk[3 * D + H + 1] * hid;
+        }
+        d_b1[h] = db1;
+        d_w2[h] = dw20;
+        d_w2[H + h] = dw21;
+    }
+    float db20 = 0.f, db21 = 0.f;
+    for (long b = 0; b < B; ++b) {
+        db20 += work[b * W + 3 * D + H];
+        db21 += work[b * W + 3 * D + H + 1];
+    }
+    d_b2[0] = db20;
+    d_b2[1] = db21;
 }

@@ -69,26 +69,86 @@ def test_non_positive_temperature_is_rejected() -> None:
         AutoNorm(DIM, tau=0.0)
 
 
-@pytest.mark.parametrize("hard", [False, True])
-def test_fused_cpu_autonorm_matches_the_eager_module_in_training_with_the_same_gumbel_noise(
-    hard: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import models.norms.autonorm as autonorm_module
-
-    norm = AutoNorm(DIM, tau=0.7, hard=hard).train()
+def _perturbed_autonorm(**options: object) -> AutoNorm:
+    norm = AutoNorm(DIM, **options)  # type: ignore[arg-type]
     with torch.no_grad():
         for param in norm.parameters():
-            param.add_(torch.randn_like(param) * 0.3)
-    x = torch.randn(5, 4, DIM, requires_grad=True)
-    upstream = torch.randn(5, 4, DIM)
+            param.add_(torch.randn_like(param) * 0.3)  # leave the documented init: gates away from 0.5
+    return norm
 
-    def run() -> tuple[torch.Tensor, ...]:
+
+def _fused_and_eager_runs(
+    norm: AutoNorm, x: torch.Tensor, monkeypatch: pytest.MonkeyPatch
+) -> tuple[tuple[torch.Tensor | None, ...], tuple[torch.Tensor | None, ...]]:
+    """(output, last_probs, grads of x and of every parameter) on the fused path, then on the eager one."""
+    import models.norms.autonorm as autonorm_module
+
+    upstream = torch.randn_like(x)
+    inputs = [x, *(p for p in norm.parameters() if p.requires_grad)]
+
+    def run() -> tuple[torch.Tensor | None, ...]:
         torch.manual_seed(123)  # same Gumbel draw on both paths
         y = norm(x)
-        return (y, norm.last_probs, *torch.autograd.grad(y, [x, *norm.parameters()], upstream))
+        return (y, norm.last_probs, *torch.autograd.grad(y, inputs, upstream))
 
     fused = run()
-    monkeypatch.setattr(autonorm_module, "_fast_path_applies", lambda _x: False)
-    eager = run()
+    with monkeypatch.context() as patch:
+        patch.setattr(autonorm_module, "_fast_path_applies", lambda _x: False)
+        eager = run()
+    return fused, eager
+
+
+@pytest.mark.parametrize("tau", [0.1, 0.7, 2.0])
+@pytest.mark.parametrize("hard", [False, True])
+@pytest.mark.parametrize("training", [True, False])
+def test_fused_cpu_autonorm_matches_the_eager_module_output_probs_and_every_gradient(
+    tau: float, hard: bool, training: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    norm = _perturbed_autonorm(tau=tau, hard=hard).train(training)
+    x = torch.randn(6, 5, DIM, requires_grad=True)
+    fused, eager = _fused_and_eager_runs(norm, x, monkeypatch)
+    assert len(fused) == 2 + 1 + 9  # y, probs, x and all nine parameters
     for got, want in zip(fused, eager, strict=True):
         torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(7, DIM), (2, 3, 4, DIM)])
+def test_fused_cpu_autonorm_matches_the_eager_module_for_2d_and_4d_inputs(
+    shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    norm = _perturbed_autonorm(tau=0.5).train()
+    x = torch.randn(*shape, requires_grad=True)
+    fused, eager = _fused_and_eager_runs(norm, x, monkeypatch)
+    assert fused[0].shape == shape
+    for got, want in zip(fused, eager, strict=True):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+def test_fused_cpu_autonorm_with_frozen_selector_gives_it_no_grad_but_still_trains_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    norm = _perturbed_autonorm(tau=0.5).train()
+    for param in norm.selector.parameters():
+        param.requires_grad_(False)
+    x = torch.randn(4, 6, DIM, requires_grad=True)
+    fused, eager = _fused_and_eager_runs(norm, x, monkeypatch)
+    assert len(fused) == 2 + 1 + 5  # x, alpha and the four affine vectors: no selector gradient
+    for got, want in zip(fused, eager, strict=True):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    norm(x).sum().backward()
+    assert all(param.grad is None for param in norm.selector.parameters())
+    assert all(param.grad is not None for name, param in norm.named_parameters() if "selector" not in name)
+
+
+def test_double_backward_is_refused_on_the_fused_path_rather_than_silently_wrong() -> None:
+    from models.norms._kernel_loader import load_mixed_norm_library
+
+    norm = _perturbed_autonorm().train()
+    x = torch.randn(3, 4, DIM, requires_grad=True)
+    (grad_x,) = torch.autograd.grad(norm(x).square().sum(), x, create_graph=True)
+    if load_mixed_norm_library() is None:  # NORMLAB_FUSED_NORMS=0: the eager path is twice differentiable
+        (second,) = torch.autograd.grad(grad_x.sum(), x)
+        assert torch.isfinite(second).all() and second.abs().sum() > 0
+    else:
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            grad_x.sum().backward()
