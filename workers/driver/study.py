@@ -34,7 +34,7 @@ from workers.driver.parent_run import ensure_parent_run
 from workers.driver.recorder import TrialRecorder
 from workers.driver.search_space import has_searchable_knobs, to_tune_space
 from workers.driver.trainable_entry import study_trial
-from workers.driver.trial_keys import VARIANT_KEY
+from workers.driver.trial_keys import VARIANT_KEY, flatten_trial_config, trial_key_for
 
 __all__ = ["DriverContext", "run_study"]
 
@@ -219,6 +219,7 @@ def _tune_method(
         run_config=_run_config(spec, ctx, name, metric_key="objective", client=client, parent=parent),
     )
     results = tuner.fit()
+    _finalize_mlflow_runs(results, client, parent.experiment_id)
     best = results.get_best_result(metric="objective", mode=metric.mode, scope="last")
     if best is None or best.config is None:
         raise RuntimeError(f"no tuning trial of method {method} reported a finite objective")
@@ -238,7 +239,30 @@ def _run_variants(spec, ctx, base, variants, *, phase: str, metric, client, pare
             spec, ctx, name, metric_key=f"test_{metric.name}", client=client, parent=parent
         ),
     )
-    tuner.fit()
+    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id)
+
+
+def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> None:
+    """Close every trial's MLflow run from Tune's own record of its epochs.
+
+    Tune ends an early-stopped (ASHA) trial's actor without waiting for its logging thread, so the last
+    epoch and the FINISHED status could otherwise be lost. finalize_trial_run is idempotent.
+    """
+    from workers.tracking import finalize_trial_run
+
+    for result in results:
+        trial_id = (result.metrics or {}).get("trial_id")
+        if not trial_id or result.config is None:
+            continue
+        key = trial_key_for(flatten_trial_config(result.config), trial_id)
+        frame = result.metrics_dataframe
+        history = frame.to_dict("records") if frame is not None else []
+        try:
+            finalize_trial_run(
+                client, experiment_id, key, history=history, status="FAILED" if result.error else "FINISHED"
+            )
+        except Exception as exc:  # a tracking outage must not fail a study whose results are in the DB
+            log.warning("could not finalize the MLflow run of %s: %s", key, exc)
 
 
 def _run_config(
