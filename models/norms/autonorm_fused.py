@@ -13,6 +13,8 @@ module path defines the semantics and tests check the two agree.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -21,6 +23,17 @@ from models.norms._kernel_loader import load_mixed_norm_library
 __all__ = ["autonorm_fused"]
 
 _SELECTOR_INPUTS = slice(6, 10)  # w1, b1, w2, b2 in the argument order of _AutoNormFunction.forward
+_scratch = threading.local()
+
+
+def _work_buffer(numel: int) -> torch.Tensor:
+    """Per-thread scratch for the backward's per-sample gradients; it never leaves the C call, so it is
+    reused instead of allocated each step (a fresh ~300 KB buffer per step perturbs glibc's heap enough
+    to make the big (B, T, D) outputs page-fault again)."""
+    buffer = getattr(_scratch, "work", None)
+    if buffer is None or buffer.numel() < numel:
+        buffer = _scratch.work = torch.empty(numel)
+    return buffer
 
 
 class _AutoNormFunction(torch.autograd.Function):
@@ -59,7 +72,7 @@ class _AutoNormFunction(torch.autograd.Function):
         batch, tokens, dim = x.shape
         hidden = w1.shape[0]
         dx = torch.empty_like(x)
-        work = torch.empty(batch, lib.autonorm_work_width(tokens, dim, hidden))
+        work = _work_buffer(batch * lib.autonorm_work_width(tokens, dim, hidden))
         d_alpha = torch.empty(ctx.alpha_shape)
         d_dyt_w, d_dyt_b, d_ln_w, d_ln_b = (torch.empty(dim) for _ in range(4))
         # A frozen selector (GateFreezer) gets no gradient, so the kernel skips those reductions; the
