@@ -6,6 +6,7 @@ the file `normlab serve` writes into the data dir. Every failure prints what to 
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
+# Piped output (CI logs, `make demo` under a pager) gets a width a results table fits in, not 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})

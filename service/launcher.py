@@ -50,7 +50,11 @@ def driver_environment(settings: Settings) -> dict[str, str]:
 
 def _mlflow_is_local(settings: Settings) -> bool:
     parsed = urlparse(str(settings.mlflow_tracking_uri))
-    return parsed.scheme in ("http", "https") and parsed.hostname in ("127.0.0.1", "localhost", settings.mlflow_host)
+    return parsed.scheme in ("http", "https") and parsed.hostname in (
+        "127.0.0.1",
+        "localhost",
+        settings.mlflow_host,
+    )
 
 
 @contextlib.contextmanager
@@ -131,7 +135,12 @@ def serve(settings: Settings | None = None, *, demo: bool = False) -> None:
     from service.store import make_engine, upgrade_database
 
     settings = settings or Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Per-request lines would bury the banner and the demo's progress bar; `NORMLAB_LOG_LEVEL=debug` shows them.
+    verbose = settings.log_level.lower() == "debug"
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     api_token = ensure_api_token(settings)
     upgrade_database(str(settings.database_url))
     with local_stack(settings) as stack:
@@ -147,7 +156,13 @@ def serve(settings: Settings | None = None, *, demo: bool = False) -> None:
         if demo:
             threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
         try:
-            uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level=settings.log_level)
+            uvicorn.run(
+                app,
+                host=settings.api_host,
+                port=settings.api_port,
+                log_level=settings.log_level,
+                access_log=verbose,
+            )
         finally:
             reconciler.stop()
 
