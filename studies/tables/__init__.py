@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from studies.tables.build import DEFAULT_REFERENCE, ResultsRow, ResultsTable, build_results_table
 from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord
 from studies.tables.render_html import to_html
+from studies.tables.render_svg import forest_plot_svg
 from studies.tables.render_text import CSV_COLUMNS, to_csv, to_json, to_markdown
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "ResultsTable",
     "TrialRecord",
     "build_results_table",
+    "forest_plot_svg",
     "to_csv",
     "to_html",
     "to_json",

@@ -6,6 +6,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
+from studies.tables.render_svg import forest_plot_svg
 
 if TYPE_CHECKING:
     from studies.tables.build import ResultsTable
@@ -39,6 +40,8 @@ details { margin: 0.4rem 0; }
 summary { cursor: pointer; font-weight: 600; }
 ul { margin: 0.3rem 0 0.6rem 1.2rem; padding: 0; }
 code { font-size: 0.85rem; }
+figure.forest { margin: 1rem 0 1.5rem 0; overflow-x: auto; }
+figure.forest svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
 """
 
@@ -102,6 +105,9 @@ def to_html(table: ResultsTable) -> str:
 <h1>{escape(title)}</h1>
 <p class="caption">{escape(table_caption(table))}</p>
 <p class="legend">verdict: {legend}</p>
+<figure class="forest">
+{forest_plot_svg(table)}
+</figure>
 <table>
 <thead><tr>{head_cells}</tr></thead>
 <tbody>
