@@ -14,16 +14,10 @@ server. Falls back to `digits` (and says so) when the Fashion-MNIST offline sour
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +27,8 @@ from typing import Any
 import torch
 
 import workers.training.loop as loop_module
+from service.local_stack import mlflow_server as mlflow_server_process
+from service.processes import free_port
 from workers.tracking import TrialTracker
 from workers.training import TrainConfig, run_training
 
@@ -43,33 +39,14 @@ QUICK = {"epochs": 2, "steps": 4}
 
 @contextmanager
 def mlflow_server(root: Path) -> Iterator[str]:
-    """A real `mlflow server` on a free loopback port with a SQLite backend (stopped on exit)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [
-        str(Path(sys.executable).with_name("mlflow")), "server",
-        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-        "--default-artifact-root", str(root / "artifacts"),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-    ]  # fmt: skip
-    with (root / "mlflow.log").open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    """The real `mlflow server` that `make run` starts, on a free loopback port, stopped on exit."""
+    port = free_port()
+    server = mlflow_server_process(data_dir=root, host="127.0.0.1", port=port)
+    server.start(timeout=120)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("mlflow server did not start") from None
-                time.sleep(0.5)
-        yield uri
+        yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+        server.stop()
 
 
 def _dataset() -> tuple[str, str]:

@@ -74,8 +74,16 @@ class StudyReconciler:
                 try:
                     set_study_status(session, study_id=study.id, status="running")
                 except InvalidStatusTransitionError:
-                    # Cancelled between our read and the submit: take the job down again.
+                    cancelled_meanwhile = True
+                else:
+                    cancelled_meanwhile = False
+            if cancelled_meanwhile:
+                # Cancelled between our read and the submit: take the job down again (outside the
+                # transaction, so a slow or failing Ray call cannot roll back the recorded job id).
+                try:
                     self.dispatcher.cancel(job_id)
+                except DispatchError as exc:
+                    log.warning("could not stop Ray job %s of cancelled study %s: %s", job_id, study.id, exc)
 
     def _check_running(self) -> None:
         with session_scope(self.engine) as session:
@@ -99,6 +107,8 @@ class StudyReconciler:
 
     def _driver_death_message(self, state: JobState, job_id: str) -> str:
         if state is JobState.MISSING:
-            return f"Ray job {job_id} is unknown to the cluster (head restarted?); the study's driver is gone."
+            return (
+                f"Ray job {job_id} is unknown to the cluster (head restarted?); the study's driver is gone."
+            )
         tail = self.dispatcher.logs_tail(job_id, max_chars=2000)
         return f"study driver ended ({state.value}) without recording an outcome. Log tail:\n{tail}"

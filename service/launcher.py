@@ -17,10 +17,12 @@ from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.panel import Panel
+from sqlalchemy.engine import make_url
 
+from service.auth import ensure_ray_auth_token
 from service.background import StudyReconciler
 from service.dispatcher import RayJobDispatcher
-from service.local_stack import ensure_ray_token, mlflow_server, ray_head
+from service.local_stack import mlflow_server, ray_head
 from service.processes import ManagedProcess, http_ok
 from service.settings import Settings
 
@@ -39,12 +41,18 @@ class LocalStack:
 
 
 def driver_environment(settings: Settings) -> dict[str, str]:
-    """What a study driver needs inside the cluster to reach the DB, MLflow and the data."""
+    """What a study driver needs inside the cluster to reach the DB, MLflow and the data.
+
+    A database URL that carries a password is NOT sent: Ray shows a job's runtime_env in its dashboard
+    and job API. Such clusters set DATABASE_URL on their nodes instead (docker-compose.yml does), and
+    the driver reads it from there.
+    """
     env = {
-        "DATABASE_URL": str(settings.database_url),
         "MLFLOW_TRACKING_URI": str(settings.mlflow_tracking_uri),
         "NORMLAB_DATA_DIR": str(settings.data_dir),
     }
+    if make_url(str(settings.database_url)).password is None:
+        env["DATABASE_URL"] = str(settings.database_url)
     return env
 
 
@@ -61,8 +69,7 @@ def _mlflow_is_local(settings: Settings) -> bool:
 def local_stack(settings: Settings) -> Iterator[LocalStack]:
     """Start (or reuse) MLflow and Ray for these settings; stop what we started on exit."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    configured = settings.ray_auth_token.get_secret_value() if settings.ray_auth_token else None
-    token = ensure_ray_token(settings.data_dir, configured)
+    token = ensure_ray_auth_token(settings)
     started: list[ManagedProcess] = []
     try:
         if _mlflow_is_local(settings) and not http_ok(f"{settings.mlflow_tracking_uri}/health"):
@@ -71,6 +78,7 @@ def local_stack(settings: Settings) -> Iterator[LocalStack]:
                 host=settings.mlflow_host,
                 port=settings.mlflow_port,
                 backend_store_uri=settings.mlflow_backend_store_uri,
+                artifacts_dir=settings.mlflow_artifacts_dir,
             )
             console.print(f"[dim]starting MLflow on {settings.mlflow_tracking_uri} ...[/]")
             mlflow.start(timeout=180)
@@ -80,6 +88,7 @@ def local_stack(settings: Settings) -> Iterator[LocalStack]:
                 data_dir=settings.data_dir,
                 token=token,
                 gcs_port=settings.ray_gcs_port,
+                node_ip=settings.ray_host,
                 dashboard_port=settings.ray_dashboard_port,
                 dashboard_agent_listen_port=settings.ray_dashboard_agent_listen_port,
                 client_server_port=settings.ray_client_server_port,

@@ -6,28 +6,12 @@ The same functions start the stack in the end-to-end tests, so what is tested is
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from pathlib import Path
 
 from service.processes import ManagedProcess, venv_executable
 
-__all__ = ["ensure_ray_token", "mlflow_server", "ray_auth_env", "ray_head"]
-
-
-def ensure_ray_token(data_dir: Path, configured: str | None = None) -> str:
-    """Ray's cluster token: the configured one, else one generated once and kept (0600) in the data dir."""
-    if configured:
-        return configured
-    path = data_dir / "ray_auth_token"
-    if path.exists():
-        return path.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token)
-    return token
+__all__ = ["mlflow_server", "ray_auth_env", "ray_head"]
 
 
 def ray_auth_env(token: str) -> dict[str, str]:
@@ -36,10 +20,16 @@ def ray_auth_env(token: str) -> dict[str, str]:
 
 
 def mlflow_server(
-    *, data_dir: Path, host: str, port: int, backend_store_uri: str | None = None, workers: int = 1
+    *,
+    data_dir: Path,
+    host: str,
+    port: int,
+    backend_store_uri: str | None = None,
+    artifacts_dir: Path | None = None,
+    workers: int = 1,
 ) -> ManagedProcess:
     backend = backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}"
-    artifacts = data_dir / "mlartifacts"
+    artifacts = artifacts_dir or data_dir / "mlartifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     argv = [
         venv_executable("mlflow"),
@@ -68,6 +58,7 @@ def ray_head(
     data_dir: Path,
     token: str,
     gcs_port: int,
+    node_ip: str = "127.0.0.1",
     dashboard_port: int,
     dashboard_agent_listen_port: int,
     client_server_port: int,
@@ -87,7 +78,7 @@ def ray_head(
         "start",
         "--head",
         f"--port={gcs_port}",
-        "--node-ip-address=127.0.0.1",
+        f"--node-ip-address={node_ip}",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard_port}",
         f"--dashboard-agent-listen-port={dashboard_agent_listen_port}",

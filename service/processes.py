@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 __all__ = ["ManagedProcess", "ProcessStartError", "free_port", "http_ok", "venv_executable", "wait_until"]
 
@@ -73,28 +74,33 @@ class ManagedProcess:
     health_headers: Mapping[str, str] = field(default_factory=dict)
     stop_argv: Sequence[str] | None = None  # e.g. `ray stop` for daemons that fork away
     _popen: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
 
     def start(self, *, timeout: float = 120.0) -> None:
+        """Start and wait until healthy; on any failure or interruption (Ctrl-C) the child is stopped."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it for its lifetime
-        self._popen = subprocess.Popen(
-            list(self.argv),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **self.env},
-            start_new_session=True,
-        )
-        if self.health_url is None:
-            code = self._popen.wait(timeout=timeout)
-            if code != 0:
-                raise ProcessStartError(f"{self.name} exited with {code}:\n{self.log_tail()}")
-            return
-        healthy = wait_until(self._healthy_or_dead, timeout=timeout)
-        if not healthy or not self.alive:
-            self.stop()
-            raise ProcessStartError(
-                f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}"
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it for its lifetime
+        try:
+            self._popen = subprocess.Popen(
+                list(self.argv),
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
             )
+            if self.health_url is None:
+                code = self._popen.wait(timeout=timeout)
+                if code != 0:
+                    raise ProcessStartError(f"{self.name} exited with {code}:\n{self.log_tail()}")
+                return
+            healthy = wait_until(self._healthy_or_dead, timeout=timeout)
+            if not healthy or not self.alive:
+                raise ProcessStartError(
+                    f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}"
+                )
+        except BaseException:
+            self.stop()
+            raise
 
     def _healthy_or_dead(self) -> bool:
         assert self.health_url is not None
@@ -111,6 +117,14 @@ class ManagedProcess:
             return "(no log)"
 
     def stop(self, *, timeout: float = 30.0) -> None:
+        try:
+            self._terminate(timeout)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def _terminate(self, timeout: float) -> None:
         if self.stop_argv is not None:
             subprocess.run(
                 list(self.stop_argv),
@@ -128,3 +142,4 @@ class ManagedProcess:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._popen.pid, signal.SIGKILL)
+            self._popen.wait(timeout=timeout)

@@ -21,6 +21,8 @@ from typing import Any
 from mlflow.entities import Metric, Param, ViewType
 from mlflow.tracking import MlflowClient
 
+from workers.training.config import ORCHESTRATION_KEYS
+
 __all__ = [
     "TRIAL_KEY_TAG",
     "TrialTracker",
@@ -40,9 +42,7 @@ MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE_LENGTH = 6000
 # Keys of the trial config that are run identity (tags) or wiring, not hyperparameters.
-_NOT_PARAMS = frozenset(
-    {"study_id", "phase", "trial_key", "mlflow_tracking_uri", "mlflow_experiment_id", "mlflow_parent_run_id"}
-)
+_NOT_PARAMS = ORCHESTRATION_KEYS
 # Metric history key probed to find which epochs a resumed run already holds (present in every report).
 _PROBE_METRIC = "objective"
 

@@ -54,7 +54,8 @@ def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
     }
-    worker_base = random.randint(30000, 40000)
+    # Below Linux's ephemeral range (32768+), where free_port() picks the other ports.
+    worker_base = random.randint(20000, 32000)
     env.update(
         {
             "NORMLAB_DATA_DIR": str(data_dir),

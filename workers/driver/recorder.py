@@ -13,19 +13,16 @@ from sqlalchemy.engine import Engine
 
 from service.store import make_engine, record_trial, session_scope
 from workers.driver.trial_keys import flatten_trial_config, trial_key_for
+from workers.tracking import find_trial_run
+from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
 
 __all__ = ["TrialRecorder", "numeric_metrics"]
 
 log = logging.getLogger(__name__)
 
-# Keys of the trial config that are plumbing, not the trial's scientific configuration.
-_PLUMBING = {
-    "mlflow_tracking_uri",
-    "mlflow_experiment_id",
-    "mlflow_parent_run_id",
-    "data_root",
-    "num_threads",
-}
+# Keys of the trial config that say where and how a trial ran, not what it is: they stay out of the
+# stored config (study, phase and key have their own columns).
+_NOT_SCIENTIFIC = ORCHESTRATION_KEYS | RESUME_INSENSITIVE_FIELDS
 
 
 def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
@@ -86,7 +83,7 @@ class TrialRecorder(Callback):
         value = metrics.get(self.metric_key) if status == "succeeded" else None
         if status == "succeeded" and value is None:
             status, error = "failed", f"trial finished without reporting {self.metric_key}"
-        scientific = {k: v for k, v in config.items() if k not in _PLUMBING}
+        scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
         try:
             with session_scope(self.engine) as session:
                 record_trial(
@@ -111,10 +108,8 @@ class TrialRecorder(Callback):
         if self.mlflow is None:
             return None
         try:
-            runs = self.mlflow.search_runs(
-                [self.experiment_id], filter_string=f"tags.`normlab.trial_key` = '{trial_key}'", max_results=1
-            )
-        except Exception as exc:
+            run = find_trial_run(self.mlflow, self.experiment_id, trial_key)
+        except Exception as exc:  # a tracking outage must not stop the sweep: the DB row comes first
             log.warning("MLflow lookup for %s failed: %s", trial_key, exc)
             return None
-        return runs[0].info.run_id if runs else None
+        return run.info.run_id if run is not None else None

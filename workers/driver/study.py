@@ -10,6 +10,7 @@ database by TrialRecorder as it finishes.
 from __future__ import annotations
 
 import logging
+import math
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,7 @@ class DriverContext:
     engine: Engine
     database_url: str
     mlflow_tracking_uri: str
-    results_dir: Path  # Tune experiment storage: lets a restarted driver resume its sweeps
-    data_root: str | None = None
+    results_dir: Path  # Tune experiment storage: lets a resubmitted driver resume its sweeps
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             mlflow_experiment_id=parent.experiment_id,
             mlflow_parent_run_id=parent.run_id,
         )
+    check_cluster_fits(spec)
     metric = dataset_metric(spec.dataset)
     base = {
         "study_id": study_id,
@@ -125,7 +126,6 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "warmup_epochs": spec.budget.warmup_epochs,
         "split_seed": spec.split_seed,
         "num_threads": max(1, int(spec.resources.cpu)),
-        "data_root": ctx.data_root,
         "mlflow_tracking_uri": ctx.mlflow_tracking_uri,
         "mlflow_experiment_id": parent.experiment_id,
         "mlflow_parent_run_id": parent.run_id,
@@ -153,6 +153,9 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             _run_variants(
                 spec, ctx, base, variants, phase="final", metric=metric, client=client, parent=parent
             )
+    except (KeyboardInterrupt, SystemExit):
+        status = "KILLED"  # Ray stopped the job (cancel) or the driver was interrupted
+        raise
     except BaseException:
         status = "FAILED"
         raise
@@ -161,6 +164,20 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
             log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def check_cluster_fits(spec: StudySpec) -> None:
+    """Fail at once, with the fix, when no node can hold one trial (Tune would wait forever)."""
+    need = {"CPU": spec.resources.cpu, "GPU": spec.resources.gpu}
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    if any(all(have.get(k, 0.0) >= v for k, v in need.items() if v > 0) for have in nodes):
+        return
+    largest = {k: max((have.get(k, 0.0) for have in nodes), default=0.0) for k in need}
+    raise RuntimeError(
+        f"no Ray node can run a trial that needs {need['CPU']:g} CPU and {need['GPU']:g} GPU "
+        f"(largest node: {largest['CPU']:g} CPU, {largest['GPU']:g} GPU); lower `resources` in the spec "
+        "or add a node that has them"
+    )
 
 
 def _trainable(spec: StudySpec):
@@ -255,14 +272,35 @@ def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> 
         if not trial_id or result.config is None:
             continue
         key = trial_key_for(flatten_trial_config(result.config), trial_id)
-        frame = result.metrics_dataframe
-        history = frame.to_dict("records") if frame is not None else []
+        history = _reported_history(result.metrics_dataframe)
         try:
             finalize_trial_run(
                 client, experiment_id, key, history=history, status="FAILED" if result.error else "FINISHED"
             )
         except Exception as exc:  # a tracking outage must not fail a study whose results are in the DB
             log.warning("could not finalize the MLflow run of %s: %s", key, exc)
+
+
+def _reported_history(frame) -> list[dict[str, float]]:
+    """Per-epoch rows of what the trial itself reported: Tune's bookkeeping columns and NaN padding dropped."""
+    if frame is None:
+        return []
+    from ray.tune.result import AUTO_RESULT_KEYS, CONFIG_PREFIX
+
+    bookkeeping = set(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+    rows = []
+    for record in frame.to_dict("records"):
+        row = {
+            k: v
+            for k, v in record.items()
+            if k not in bookkeeping and not k.startswith(CONFIG_PREFIX + "/") and _finite_number(v)
+        }
+        rows.append(row)
+    return rows
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _run_config(
