@@ -38,12 +38,14 @@ from studies.limits import StudyLimits
 
 __all__ = [
     "DATASET_METRICS",
+    "DATASET_TASK_FIELDS",
     "DEFAULT_NUM_SAMPLES",
     "JSON_CONTENT_TYPES",
     "KNOBS",
     "KNOWN_DATASETS",
     "KNOWN_MODELS",
     "METHODS",
+    "MODEL_CONFIG_FIELDS",
     "YAML_CONTENT_TYPES",
     "Budget",
     "Choice",
@@ -61,6 +63,7 @@ __all__ = [
     "StudySpec",
     "Uniform",
     "UnsupportedContentTypeError",
+    "has_searchable_knobs",
     "load_spec",
     "parse_spec_text",
 ]
@@ -130,7 +133,8 @@ METHODS: tuple[str, ...] = (
     "film",
 )
 
-# Model names and presets of models.build_model; `residual_mlp` (the rank experiments) reads any dataset.
+# Model names and presets of models.build_model that can train on a study dataset. `residual_mlp` (the
+# rank experiments) is left out on purpose: it has no task head, so every trial of a study would fail.
 KNOWN_MODELS: tuple[str, ...] = (
     "vit_lite",
     "vit_lite_paper",
@@ -141,14 +145,52 @@ KNOWN_MODELS: tuple[str, ...] = (
     "tabular",
     "tabular_paper",
     "tabular_tiny",
-    "residual_mlp",
 )
-_MODEL_FAMILY_PREFIX = {"vit_lite": "image", "encoder": "text", "tabular": "tabular", "residual_mlp": None}
+# Backbone of each data family; a preset's backbone is the prefix of its name.
+_FAMILY_BACKBONE = {"image": "vit_lite", "text": "encoder", "tabular": "tabular"}
+_BACKBONE_FAMILY = {backbone: family for family, backbone in _FAMILY_BACKBONE.items()}
 _FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
 _FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
 
-# Model fields a spec may not override: the method decides the norm.
+# Config field names of each backbone's dataclass in models (TransformerConfig plus the task fields), so
+# overrides are checked here without torch; a test checks they equal dataclasses.fields of the real ones.
+_TRANSFORMER_FIELDS: tuple[str, ...] = (
+    "dim",
+    "depth",
+    "heads",
+    "mlp_ratio",
+    "dropout",
+    "drop_path",
+    "layer_scale_init",
+    "norm",
+    "norm_options",
+    "norm_placement",
+    "skip_scale",
+    "init_scale",
+    "activation",
+    "branch",
+)
+MODEL_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
+    "vit_lite": (*_TRANSFORMER_FIELDS, "image_size", "in_channels", "num_classes", "patch_size"),
+    "encoder": (*_TRANSFORMER_FIELDS, "vocab_size", "max_len", "num_classes", "head", "pad_id"),
+    "tabular": (*_TRANSFORMER_FIELDS, "num_features", "num_outputs"),
+}
+
+# Model fields a spec may not override: the method decides the norm ...
 _RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})
+# ... and the dataset decides the task fields (DatasetBundle.model_fields); an override would either be
+# replaced or break the model's fit to the data.
+DATASET_TASK_FIELDS: tuple[str, ...] = (
+    "image_size",
+    "in_channels",
+    "num_classes",
+    "vocab_size",
+    "max_len",
+    "head",
+    "pad_id",
+    "num_features",
+    "num_outputs",
+)
 
 JSON_CONTENT_TYPES = frozenset({"application/json"})
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
@@ -388,6 +430,12 @@ def _discrete_values(dist: Choice | Grid | Fixed) -> list[Scalar]:
     return [dist.value] if isinstance(dist, Fixed) else list(dist.values)
 
 
+def has_searchable_knobs(space: Mapping[str, Distribution]) -> bool:
+    """Whether a tuner has anything to search: some knob is not fixed. The driver skips tuning otherwise
+    (workers.driver.search_space.has_searchable_knobs applies the same rule; a test keeps them equal)."""
+    return any(not isinstance(dist, Fixed) for dist in space.values())
+
+
 def _scalar_shorthand(space: Any) -> Any:
     """Turn `knob: 0.5` into a fixed distribution; leave everything else to the validators."""
     if not isinstance(space, Mapping):
@@ -416,13 +464,11 @@ class ModelSpec(_Strict):
             raise ValueError(f"unknown model '{preset}'; known models: {', '.join(KNOWN_MODELS)}")
         return preset
 
-    @field_validator("overrides")
-    @classmethod
-    def _not_reserved(cls, overrides: dict[str, Any]) -> dict[str, Any]:
-        reserved = sorted(_RESERVED_MODEL_FIELDS & overrides.keys())
-        if reserved:
-            raise ValueError(f"model overrides may not set {reserved}: the study's methods choose the norm")
-        return overrides
+    def backbone(self, dataset: str) -> str:
+        """The models.build_model backbone this spec builds: the preset's, else the dataset's default."""
+        if self.preset is None:
+            return _FAMILY_BACKBONE[_DATASET_FAMILY[dataset]]
+        return next(b for b in MODEL_CONFIG_FIELDS if self.preset.startswith(b))
 
 
 class SchedulerSpec(_Strict):
@@ -570,9 +616,8 @@ class StudySpec(_Strict):
 
         family = _DATASET_FAMILY[self.dataset]
         if self.model.preset is not None:
-            prefix = next(p for p in _MODEL_FAMILY_PREFIX if self.model.preset.startswith(p))
-            model_family = _MODEL_FAMILY_PREFIX[prefix]
-            if model_family is not None and model_family != family:
+            model_family = _BACKBONE_FAMILY[self.model.backbone(self.dataset)]
+            if model_family != family:
                 fail(
                     ("model", "preset"),
                     "model_dataset_mismatch",
@@ -580,6 +625,7 @@ class StudySpec(_Strict):
                     f"holds {family} data; use {_FAMILY_MODELS[family]}",
                     self.model.preset,
                 )
+        self._check_overrides(fail)
 
         for knob_name, dist in self.search.items():
             self._check_knob(("search", knob_name), knob_name, dist, self.methods, fail)
@@ -653,6 +699,36 @@ class StudySpec(_Strict):
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
+
+    def _check_overrides(self, fail) -> None:
+        """Every override must be a config field of the backbone that the study and the dataset leave free."""
+        backbone = self.model.backbone(self.dataset)
+        fields = MODEL_CONFIG_FIELDS[backbone]
+        free = [f for f in fields if f not in _RESERVED_MODEL_FIELDS and f not in DATASET_TASK_FIELDS]
+        for key, value in self.model.overrides.items():
+            loc = ("model", "overrides", key)
+            if key in _RESERVED_MODEL_FIELDS:
+                fail(
+                    loc,
+                    "reserved_model_field",
+                    f"model overrides may not set '{key}': the study's methods choose the norm",
+                    value,
+                )
+            elif key in DATASET_TASK_FIELDS:
+                fail(
+                    loc,
+                    "dataset_task_field",
+                    f"model overrides may not set '{key}': dataset '{self.dataset}' decides the task fields "
+                    f"({', '.join(DATASET_TASK_FIELDS)})",
+                    value,
+                )
+            elif key not in fields:
+                fail(
+                    loc,
+                    "unknown_model_field",
+                    f"{backbone} has no config field '{key}'; fields a spec may override: {', '.join(free)}",
+                    value,
+                )
 
     def _check_knob(self, loc, knob_name: str, dist: Distribution, methods: Iterable[str], fail) -> None:
         knob = KNOBS.get(knob_name)
@@ -760,11 +836,16 @@ class StudySpec(_Strict):
             points.append(GridPoint(label=label, knobs={**fixed, **values}))
         return points
 
+    def tunes(self, method: str) -> bool:
+        """Whether the tune phase runs for `method` (kind: compare): only when some knob is searchable."""
+        return self.kind == "compare" and has_searchable_knobs(self.search_space_for(method))
+
     def planned_trials_by_phase(self) -> dict[str, int]:
         if self.kind == "grid":
             return {"grid": sum(len(self.grid_points(m)) for m in self.methods) * len(self.seeds)}
         return {
-            "tune": sum(self.num_samples_for(m) for m in self.methods),
+            # A method without searchable knobs goes straight to the final phase (as the driver does).
+            "tune": sum(self.num_samples_for(m) for m in self.methods if self.tunes(m)),
             "final": len(self.methods) * len(self.seeds),
         }
 

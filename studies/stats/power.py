@@ -13,11 +13,18 @@ DEFAULT_POWER = 0.8
 
 
 def t_test_power(noncentrality: float, df: float, alpha: float) -> float:
-    """Power of a two-sided t-test at level `alpha` when the t statistic is noncentral t(df, noncentrality)."""
+    """Power of a two-sided t-test at level `alpha` when the t statistic is noncentral t(df, noncentrality).
+
+    NaN when scipy cannot evaluate the noncentral t (callers must check).
+    """
     t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
-    upper = stats.nct.sf(t_crit, df, noncentrality)
-    lower = stats.nct.cdf(-t_crit, df, noncentrality)
-    return float(upper + lower)
+    # Power is symmetric in the noncentrality. Both tails are taken as survival functions, because
+    # scipy's nct.cdf far in the lower tail returns NaN at small df (e.g. df 1, nc 8), while
+    # P(T < -t | nc) = P(T > t | -nc) stays finite.
+    shift = abs(noncentrality)
+    toward = stats.nct.sf(t_crit, df, shift)
+    away = stats.nct.sf(t_crit, df, -shift)
+    return float(toward + away)
 
 
 def minimum_detectable_effect(
@@ -27,7 +34,8 @@ def minimum_detectable_effect(
 
     `standard_error` is the standard error of the difference (paired: sd of differences / sqrt(n);
     Welch: sqrt(s1^2/n1 + s2^2/n2)) and `df` its degrees of freedom. Returns None where it is
-    undefined: no degrees of freedom or no (or an infinite) standard error.
+    undefined: no degrees of freedom, no (or an infinite) standard error, or a power scipy cannot
+    evaluate (a results table shows a blank rather than failing).
     """
     if not (df > 0 and math.isfinite(df) and standard_error > 0 and math.isfinite(standard_error)):
         return None
@@ -35,13 +43,23 @@ def minimum_detectable_effect(
         raise ValueError(f"need 0 < alpha < power < 1, got alpha={alpha}, power={power}")
 
     def shortfall(noncentrality: float) -> float:
-        return t_test_power(noncentrality, df, alpha) - power
+        gap = t_test_power(noncentrality, df, alpha) - power
+        if not math.isfinite(gap):
+            raise _PowerUndefined
+        return gap
 
-    # Power grows with the noncentrality; double the bracket until it contains the target power.
-    high = 4.0
-    while shortfall(high) < 0.0:
-        high *= 2.0
-        if high > 1e6:
-            return None
-    noncentrality = optimize.brentq(shortfall, 0.0, high, xtol=1e-10)
+    try:
+        # Power grows with the noncentrality; double the bracket until it contains the target power.
+        high = 4.0
+        while shortfall(high) < 0.0:
+            high *= 2.0
+            if high > 1e6:
+                return None
+        noncentrality = optimize.brentq(shortfall, 0.0, high, xtol=1e-10)
+    except _PowerUndefined:
+        return None
     return float(noncentrality * standard_error)
+
+
+class _PowerUndefined(ArithmeticError):
+    """scipy returned NaN for the power somewhere on the search path."""

@@ -8,7 +8,21 @@ import pytest
 from pydantic import ValidationError
 
 from studies.limits import StudyLimits
-from studies.spec import DEFAULT_NUM_SAMPLES, KNOBS, METHODS, Fixed, LogUniform, StudySpec
+from studies.spec import (
+    DATASET_TASK_FIELDS,
+    DEFAULT_NUM_SAMPLES,
+    KNOBS,
+    KNOWN_MODELS,
+    METHODS,
+    MODEL_CONFIG_FIELDS,
+    Choice,
+    Fixed,
+    IntRange,
+    LogUniform,
+    StudySpec,
+    Uniform,
+    has_searchable_knobs,
+)
 
 BASE = {
     "name": "t",
@@ -189,11 +203,47 @@ def test_grid_points_are_the_cartesian_product_with_fixed_knobs_riding_along():
         spec().grid_points("dyt")
 
 
+LR_SEARCH = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}
+
+
 def test_planned_trials_count_tuning_per_method_plus_every_method_on_every_seed():
-    s = spec(num_samples={"autonorm_s": 10, "frozen_ln": 4, "dyt": 4})
+    s = spec(search=LR_SEARCH, num_samples={"autonorm_s": 10, "frozen_ln": 4, "dyt": 4})
     assert s.planned_trials_by_phase() == {"tune": 18, "final": 9}
     assert s.planned_trials() == 27
     assert s.num_samples_for("autonorm_s") == 10
+
+
+def test_a_method_with_nothing_to_search_plans_no_tuning_trials_like_the_driver():
+    # Only autonorm_s has a searchable knob; frozen_ln and dyt have fixed knobs or none, so the driver
+    # sends them straight to the final phase and the plan must not count tuning trials for them.
+    s = spec(
+        search={"lr": 1e-3},
+        method_search={
+            "autonorm_s": {"t_freeze": {"type": "int", "low": 1, "high": 3}},
+            "dyt": {"skip_scale": 0.5},
+        },
+        num_samples=5,
+    )
+    assert [s.tunes(m) for m in s.methods] == [True, False, False]
+    assert s.planned_trials_by_phase() == {"tune": 5, "final": 9}
+    assert spec(num_samples=5).planned_trials_by_phase() == {"tune": 0, "final": 9}
+    choice = spec(method_search={"dyt": {"activation": {"type": "choice", "values": ["gelu", "relu"]}}})
+    assert choice.planned_trials_by_phase() == {"tune": DEFAULT_NUM_SAMPLES, "final": 9}
+
+
+def test_the_searchable_knob_rule_is_the_drivers_rule():
+    from workers.driver.search_space import has_searchable_knobs as drivers_rule
+
+    spaces = [
+        {},
+        {"lr": Fixed(type="fixed", value=1e-3)},
+        {"lr": Fixed(type="fixed", value=1e-3), "tau": LogUniform(type="loguniform", low=0.1, high=1.0)},
+        {"activation": Choice(type="choice", values=["gelu"])},
+        {"t_freeze": IntRange(type="int", low=1, high=3)},
+        {"skip_scale": Uniform(type="uniform", low=0.5, high=1.0)},
+    ]
+    assert [has_searchable_knobs(space) for space in spaces] == [drivers_rule(space) for space in spaces]
+    assert [has_searchable_knobs(space) for space in spaces] == [False, False, True, True, True, True]
 
 
 def test_a_num_samples_mapping_must_cover_exactly_the_study_methods():
@@ -222,11 +272,52 @@ def test_the_model_must_exist_and_fit_the_dataset():
     assert "unknown model 'resnet50'" in errors(model="resnet50")[("model", "preset")]
     message = errors(model="encoder_tiny")[("model", "preset")]
     assert "text backbone" in message and "use vit_lite_tiny or vit_lite_paper" in message
-    assert spec(model={"preset": "residual_mlp"}).model.preset == "residual_mlp"
-    assert (
-        "choose the norm"
-        in errors(model={"preset": "vit_lite_tiny", "overrides": {"norm": "dyt"}})[("model", "overrides")]
-    )
+    assert spec(model={"preset": "vit_lite_paper"}).model.preset == "vit_lite_paper"
+
+
+def test_residual_mlp_is_not_a_study_model_because_it_has_no_task_head():
+    assert "residual_mlp" not in KNOWN_MODELS
+    assert "unknown model 'residual_mlp'" in errors(model="residual_mlp")[("model", "preset")]
+
+
+def test_model_overrides_must_be_config_fields_of_the_backbone():
+    s = spec(model={"preset": "vit_lite_tiny", "overrides": {"depth": 3, "patch_size": 4, "dropout": 0.0}})
+    assert s.model.overrides == {"depth": 3, "patch_size": 4, "dropout": 0.0}
+    message = errors(model={"preset": "vit_lite_tiny", "overrides": {"bogus": 1}})[
+        ("model", "overrides", "bogus")
+    ]
+    assert "vit_lite has no config field 'bogus'" in message
+    assert "depth" in message and "patch_size" in message and "norm_placement" in message
+    # Without a preset the dataset's default backbone decides (digits -> vit_lite)...
+    assert ("model", "overrides", "vocab") in errors(model={"overrides": {"vocab": 10}})
+    # ... and encoder fields are checked against the encoder, tabular against the tabular model.
+    text = {"dataset": "ptb_pos_sample", "model": {"overrides": {"patch_size": 2}}}
+    assert "encoder has no config field 'patch_size'" in errors(**text)[("model", "overrides", "patch_size")]
+    tabular = {
+        "dataset": "california_housing",
+        "model": {"preset": "tabular_tiny", "overrides": {"depth": 1}},
+    }
+    assert spec(**tabular).model.overrides == {"depth": 1}
+
+
+def test_model_overrides_may_not_set_the_norm_or_the_task_fields_the_dataset_decides():
+    norm = errors(model={"preset": "vit_lite_tiny", "overrides": {"norm": "dyt", "norm_options": {}}})
+    assert "choose the norm" in norm[("model", "overrides", "norm")]
+    assert "choose the norm" in norm[("model", "overrides", "norm_options")]
+    for field, dataset in [
+        ("image_size", "digits"),
+        ("in_channels", "digits"),
+        ("num_classes", "digits"),
+        ("vocab_size", "ptb_pos_sample"),
+        ("max_len", "ptb_pos_sample"),
+        ("head", "ptb_pos_sample"),
+        ("pad_id", "ptb_pos_sample"),
+        ("num_features", "california_housing"),
+        ("num_outputs", "california_housing"),
+    ]:
+        message = errors(dataset=dataset, model={"overrides": {field: 1}})[("model", "overrides", field)]
+        assert f"may not set '{field}': dataset '{dataset}' decides the task fields" in message
+    assert set(DATASET_TASK_FIELDS) <= set().union(*MODEL_CONFIG_FIELDS.values())
 
 
 def test_reference_defaults_to_frozen_ln_and_must_be_a_study_method():
@@ -244,7 +335,7 @@ def test_typos_in_field_names_are_errors_not_silently_dropped():
 
 def test_limits_from_the_validation_context_cap_epochs_seeds_and_trials():
     limits = {"limits": StudyLimits(max_trials=10, max_seeds=2, max_epochs=3)}
-    problems = errors(context=limits)
+    problems = errors(context=limits, search=LR_SEARCH)
     assert "at most 3 epochs per trial" in problems[("budget", "epochs")]
     assert "at most 2" in problems[("seeds",)]
     assert "plans 33 trials (tune 24 + final 9)" in problems[("num_samples",)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from scipy import stats
 
 from studies.stats import compare, minimum_detectable_effect, t_test_power
+from studies.tables import TrialRecord, build_results_table
 
 
 def test_power_at_the_minimum_detectable_effect_is_eighty_percent() -> None:
@@ -54,3 +56,40 @@ def test_undefined_inputs_give_none() -> None:
     assert minimum_detectable_effect(0.0, 4) is None
     assert minimum_detectable_effect(0.1, 0) is None
     assert minimum_detectable_effect(float("nan"), 4) is None
+
+
+def test_power_stays_finite_where_scipys_lower_tail_cdf_is_nan() -> None:
+    # scipy's nct.cdf(-t_crit, df=1, nc=8) is NaN; the lower tail is read as nct.sf(t_crit, df, -nc).
+    t_crit = stats.t.ppf(0.975, 1.0)
+    power = t_test_power(8.0, 1.0, 0.05)
+    assert math.isfinite(power) and 0.05 < power < 1.0
+    assert power == pytest.approx(stats.nct.sf(t_crit, 1.0, 8.0), abs=1e-6)  # the far tail is negligible
+    assert t_test_power(-8.0, 1.0, 0.05) == pytest.approx(power)  # power is symmetric in the effect
+    mde = minimum_detectable_effect(1.0, 1.0)
+    assert mde is not None and t_test_power(mde, 1.0, 0.05) == pytest.approx(0.8, abs=1e-8)
+
+
+def test_the_mde_is_none_when_scipy_cannot_compute_the_power(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stats.nct, "sf", lambda *args: float("nan"))
+    assert math.isnan(t_test_power(3.0, 4.0, 0.05))
+    assert minimum_detectable_effect(0.5, 4.0) is None
+
+
+def test_a_welch_comparison_with_about_one_degree_of_freedom_builds_a_table_with_a_finite_mde() -> None:
+    reference = [41.2, 40.8, 41.5, 41.0]
+    method = [44.0, 47.5]
+    records = [TrialRecord("s1", "frozen_ln", seed, v, "succeeded") for seed, v in enumerate(reference)]
+    records += [
+        TrialRecord("s1", "dyt", seed, v, "succeeded") for seed, v in zip((10, 11), method, strict=True)
+    ]
+    table = build_results_table(records, dataset="ptb_lm", metric="perplexity", higher_is_better=False)
+
+    row = next(r for r in table.rows if r.method == "dyt")
+    assert row.test.startswith("Welch")
+    variances = [np.var(reference, ddof=1) / 4, np.var(method, ddof=1) / 2]
+    se = math.sqrt(sum(variances))
+    df = sum(variances) ** 2 / (variances[0] ** 2 / 3 + variances[1] ** 2 / 1)
+    assert df == pytest.approx(1.0, abs=0.1)  # where scipy's lower-tail nct.cdf breaks down
+    assert row.mde_80 is not None and math.isfinite(row.mde_80)
+    assert t_test_power(row.mde_80 / se, df, 0.05) == pytest.approx(0.8, abs=1e-6)
+    json.dumps(table.to_json(), allow_nan=False)  # the API can serve it
