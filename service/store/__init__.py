@@ -1,7 +1,7 @@
 """Persistence of studies and trials (SQLAlchemy 2 only: importable by the Ray driver without FastAPI).
 
-Use one `session_scope(engine)` per unit of work and the keyword-only functions below; they return
-frozen value objects, never ORM rows.
+Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
+keyword-only functions below; they return frozen value objects, never ORM rows.
 """
 
 from service.store._studies import (
@@ -13,7 +13,7 @@ from service.store._studies import (
     study_progress,
 )
 from service.store._trials import list_trials, record_trial
-from service.store.engine import make_engine, normalize_database_url, session_scope
+from service.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from service.store.errors import (
     InvalidStatusTransitionError,
     InvalidTrialError,
@@ -49,6 +49,7 @@ __all__ = [
     "list_trials",
     "make_engine",
     "normalize_database_url",
+    "read_only",
     "record_trial",
     "session_scope",
     "set_study_runtime",

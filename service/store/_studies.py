@@ -6,11 +6,17 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from service.store.errors import InvalidStatusTransitionError, StudyNotFoundError
-from service.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, StudyStatus, TrialStatus
+from service.store.status import (
+    ALLOWED_TRANSITIONS,
+    TERMINAL_STATUSES,
+    StudyStatus,
+    TrialStatus,
+    outcome_of_running_trials,
+)
 from service.store.tables import Study, Trial, utcnow
 from service.store.views import StudyProgress, StudyView
 from studies.spec import StudySpec
@@ -83,25 +89,44 @@ def set_study_status(
     queued -> running | cancelled | failed; running -> succeeded | failed | cancelled; finished states are
     final. Asking for the current status is a no-op (so retries are idempotent); any other move raises
     InvalidStatusTransitionError. `error` is kept with the status change (the reason a study failed).
+
+    A study that stops (cancelled or failed) closes its still-running trials in the same transaction:
+    nothing else would, because its driver is gone. Cancelled trials keep their error; failed ones get
+    "study failed: <first line of the study's error>". A succeeded study's trials are left as recorded
+    (record_trial keeps the rule for trials a dying driver records afterwards).
     """
     target = StudyStatus(status)
     row = _get_row(session, study_id, for_update=True)
     current = StudyStatus(row.status)
-    if target == current:
-        return StudyView.from_row(row, _progress_for(session, [row])[row.id])
-    if target not in ALLOWED_TRANSITIONS[current]:
-        raise InvalidStatusTransitionError(study_id, current.value, target.value)
-    now = utcnow()
-    row.status = target.value
-    row.updated_at = now
-    if error is not None:
-        row.error = error
-    if target == StudyStatus.RUNNING:
-        row.started_at = now
-    if target in TERMINAL_STATUSES:
-        row.finished_at = now
-    session.flush()
+    if target != current:
+        if target not in ALLOWED_TRANSITIONS[current]:
+            raise InvalidStatusTransitionError(study_id, current.value, target.value)
+        now = utcnow()
+        row.status = target.value
+        row.updated_at = now
+        if error is not None:
+            row.error = error
+        if target == StudyStatus.RUNNING:
+            row.started_at = now
+        if target in TERMINAL_STATUSES:
+            row.finished_at = now
+        session.flush()
+    # Also on a repeated request: a retried cancel closes trials an older version left running.
+    outcome = outcome_of_running_trials(target, row.error)
+    if outcome is not None:
+        _close_running_trials(session, study_id, *outcome)
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def _close_running_trials(session: Session, study_id: str, status: TrialStatus, error: str | None) -> None:
+    values: dict[str, Any] = {"status": status.value, "updated_at": utcnow()}
+    if error is not None:
+        values["error"] = error
+    session.execute(
+        update(Trial)
+        .where(Trial.study_id == study_id, Trial.status == TrialStatus.RUNNING.value)
+        .values(**values)
+    )
 
 
 def set_study_runtime(

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from service.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
-from service.store.status import Phase, TrialStatus
+from service.store.status import Phase, TrialStatus, outcome_of_running_trials
 from service.store.tables import Study, Trial, utcnow
 from service.store.views import TrialView
 
@@ -38,11 +38,24 @@ def record_trial(
     """Insert or update the trial named `trial_key` (last write wins; created_at is kept).
 
     Non-finite floats (a diverged loss) are stored as null: JSON has no NaN and PostgreSQL refuses it.
+    A trial recorded as running for a cancelled or failed study is stored as ended with its study
+    (see `outcome_of_running_trials`), so a stopped study never shows running trials.
     """
     phase_value = _domain(Phase, phase, "phase")
     status_value = _domain(TrialStatus, status, "status")
-    if session.get(Study, study_id) is None:
+    # FOR SHARE (PostgreSQL): a concurrent set_study_status waits for this write, or this write sees
+    # its outcome; SQLite serialises writers with BEGIN IMMEDIATE already.
+    study = session.scalars(
+        select(Study).where(Study.id == study_id).with_for_update(read=True)
+    ).one_or_none()
+    if study is None:
         raise StudyNotFoundError(study_id)
+    closing = outcome_of_running_trials(study.status, study.error)
+    if status_value == TrialStatus.RUNNING.value and closing is not None:
+        # A cancelled or failed study's driver may still report a trial start while it is being
+        # stopped; the trial ends with its study instead of staying running forever.
+        status_value = closing[0].value
+        error = closing[1] if closing[1] is not None else error
     now = utcnow()
     values = {
         "study_id": study_id,

@@ -10,9 +10,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-__all__ = ["make_engine", "normalize_database_url", "session_scope"]
+__all__ = ["READ_ONLY_OPTION", "make_engine", "normalize_database_url", "read_only", "session_scope"]
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000  # the API and the study drivers write concurrently; wait, do not fail
+# Execution option marking a read-only unit of work; the SQLite "begin" hook reads it off the connection.
+READ_ONLY_OPTION = "normlab_read_only"
 
 
 def normalize_database_url(database_url: str) -> str:
@@ -27,8 +29,10 @@ def make_engine(database_url: str, *, echo: bool = False) -> Engine:
     """An engine with the per-backend settings the store relies on.
 
     SQLite: WAL journal (readers never block the writer), busy_timeout, foreign keys on, and every
-    transaction opened with BEGIN IMMEDIATE so a read-then-write transaction cannot fail half-way with
-    SQLITE_BUSY when another process committed in between.
+    write transaction opened with BEGIN IMMEDIATE so a read-then-write transaction cannot fail half-way
+    with SQLITE_BUSY when another process committed in between. Read-only transactions (see
+    `session_scope(readonly=True)`) open with a deferred BEGIN under `PRAGMA query_only`: they take no
+    write lock, so polling the API never queues behind the drivers' trial writes.
     """
     url = make_url(normalize_database_url(database_url))
     if url.get_backend_name() != "sqlite":
@@ -50,16 +54,38 @@ def make_engine(database_url: str, *, echo: bool = False) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _begin_immediate(connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(connection) -> None:
+        # query_only is per connection and pooled connections are reused, so every begin sets it.
+        if connection.get_execution_options().get(READ_ONLY_OPTION):
+            connection.exec_driver_sql("PRAGMA query_only=ON")
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("PRAGMA query_only=OFF")
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
 
+def read_only(engine: Engine) -> Engine:
+    """The same engine (same pool) with transactions that refuse writes and take no write lock.
+
+    PostgreSQL enforces it with a READ ONLY transaction; SQLite with a deferred BEGIN and query_only.
+    """
+    options: dict[str, bool] = {READ_ONLY_OPTION: True}
+    if engine.dialect.name == "postgresql":
+        options["postgresql_readonly"] = True
+    return engine.execution_options(**options)
+
+
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on any error, always close."""
-    session = Session(engine, expire_on_commit=False)
+def session_scope(engine: Engine, *, readonly: bool = False) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error, always close.
+
+    `readonly=True` is for units of work that only read (the API's GETs, listings): they do not
+    contend with writers for SQLite's database lock, and any write in them raises. A read that
+    decides a write (read-then-write) belongs in a normal scope, which keeps the lost-update protection.
+    """
+    session = Session(read_only(engine) if readonly else engine, expire_on_commit=False)
     try:
         yield session
         session.commit()

@@ -1,10 +1,18 @@
-"""Study and trial statuses, and the one table of allowed study status transitions."""
+"""Study and trial statuses, the one table of allowed study status transitions, and what a stopped
+study does to its running trials."""
 
 from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ALLOWED_TRANSITIONS", "TERMINAL_STATUSES", "Phase", "StudyStatus", "TrialStatus"]
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "TERMINAL_STATUSES",
+    "Phase",
+    "StudyStatus",
+    "TrialStatus",
+    "outcome_of_running_trials",
+]
 
 
 class StudyStatus(str, Enum):
@@ -38,3 +46,20 @@ ALLOWED_TRANSITIONS: dict[StudyStatus, frozenset[StudyStatus]] = {
     StudyStatus.FAILED: frozenset(),
     StudyStatus.CANCELLED: frozenset(),
 }
+
+
+def outcome_of_running_trials(
+    study_status: StudyStatus | str, study_error: str | None
+) -> tuple[TrialStatus, str | None] | None:
+    """How a running trial of a study in `study_status` ends: (trial status, error), or None to leave it.
+
+    A cancelled or failed study has no driver left to finish its trials, so they end with it; `error`
+    None keeps the trial's own. Queued, running and succeeded studies leave their trials as recorded.
+    """
+    status = StudyStatus(study_status)
+    if status == StudyStatus.CANCELLED:
+        return TrialStatus.CANCELLED, None
+    if status == StudyStatus.FAILED:
+        lines = (study_error or "").strip().splitlines()
+        return TrialStatus.FAILED, f"study failed: {lines[0]}" if lines else "study failed"
+    return None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 
 from service.store import (
     InvalidStatusTransitionError,
     StudyNotFoundError,
+    Trial,
     create_study,
     get_study,
     list_studies,
+    list_trials,
     record_trial,
     session_scope,
     set_study_runtime,
@@ -179,6 +182,134 @@ def test_progress_counts_trials_by_outcome_against_the_plan(engine):
     assert progress.done == 4
     assert progress.fraction == pytest.approx(4 / 15)
     assert listed == progress
+
+
+# -------------------------------------------------------- a stopped study's trials end with it
+
+
+def _record_trials(engine, study_id, **statuses):
+    """One tune trial per keyword: trial key suffix -> status."""
+    with session_scope(engine) as session:
+        for suffix, status in statuses.items():
+            record_trial(
+                session,
+                study_id=study_id,
+                trial_key=f"{study_id}-{suffix}",
+                phase="tune",
+                method="dyt",
+                config={},
+                seed=0,
+                status=status,
+                metrics={},
+                metric_value=None,
+                mlflow_run_id=None,
+                error="diverged" if status == "failed" else None,
+            )
+
+
+def _trials(engine, study_id):
+    with session_scope(engine, readonly=True) as session:
+        return {t.trial_key.removeprefix(f"{study_id}-"): t for t in list_trials(session, study_id=study_id)}
+
+
+def test_cancelling_a_study_cancels_its_running_trials_and_keeps_finished_ones(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running")
+    _record_trials(engine, study.id, a="running", b="running", c="succeeded", d="failed")
+    cancelled = _move(engine, study.id, "cancelled")
+    trials = _trials(engine, study.id)
+    assert {k: t.status for k, t in trials.items()} == {
+        "a": "cancelled",
+        "b": "cancelled",
+        "c": "succeeded",
+        "d": "failed",
+    }
+    assert trials["a"].error is None and trials["d"].error == "diverged"
+    assert (cancelled.progress.running, cancelled.progress.cancelled) == (0, 2)
+
+
+def test_failing_a_study_fails_its_running_trials_with_the_first_line_of_its_error(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running")
+    _record_trials(engine, study.id, a="running", c="succeeded", d="failed")
+    with session_scope(engine) as session:
+        failed = set_study_status(
+            session, study_id=study.id, status="failed", error="driver died (OOM)\nTraceback ..."
+        )
+    trials = _trials(engine, study.id)
+    assert (trials["a"].status, trials["a"].error) == ("failed", "study failed: driver died (OOM)")
+    assert (trials["d"].status, trials["d"].error) == ("failed", "diverged")  # its own reason is kept
+    assert trials["c"].status == "succeeded"
+    assert (failed.progress.running, failed.progress.failed) == (0, 2)
+
+
+def test_a_study_failed_without_an_error_still_fails_its_running_trials(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running")
+    _record_trials(engine, study.id, a="running")
+    _move(engine, study.id, "failed")
+    assert (_trials(engine, study.id)["a"].status, _trials(engine, study.id)["a"].error) == (
+        "failed",
+        "study failed",
+    )
+
+
+def test_a_succeeded_study_leaves_its_trials_as_recorded(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running")
+    _record_trials(engine, study.id, a="running", c="succeeded")
+    _move(engine, study.id, "succeeded")
+    assert {k: t.status for k, t in _trials(engine, study.id).items()} == {"a": "running", "c": "succeeded"}
+
+
+def test_only_the_stopped_studys_trials_are_touched(engine):
+    stopped, other = _new_study(engine), _new_study(engine)
+    for study in (stopped, other):
+        _move(engine, study.id, "running")
+        _record_trials(engine, study.id, a="running")
+    _move(engine, stopped.id, "cancelled")
+    assert _trials(engine, other.id)["a"].status == "running"
+
+
+def test_the_trials_end_in_the_same_transaction_as_the_study(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running")
+    _record_trials(engine, study.id, a="running")
+    with pytest.raises(RuntimeError), session_scope(engine) as session:
+        set_study_status(session, study_id=study.id, status="cancelled")
+        raise RuntimeError("the unit of work fails after the status change")
+    assert _trials(engine, study.id)["a"].status == "running"
+    with session_scope(engine) as session:
+        assert get_study(session, study_id=study.id).status == "running"
+
+
+def test_a_trial_start_a_stopping_driver_records_late_ends_with_its_study(engine):
+    cancelled, failed = _new_study(engine), _new_study(engine)
+    _move(engine, cancelled.id, "running", "cancelled")
+    _move(engine, failed.id, "running")
+    with session_scope(engine) as session:
+        set_study_status(session, study_id=failed.id, status="failed", error="Ray job lost")
+    _record_trials(engine, cancelled.id, late="running", done="succeeded")
+    _record_trials(engine, failed.id, late="running")
+    assert {k: t.status for k, t in _trials(engine, cancelled.id).items()} == {
+        "late": "cancelled",
+        "done": "succeeded",  # a trial that really finished is recorded as it finished
+    }
+    late = _trials(engine, failed.id)["late"]
+    assert (late.status, late.error) == ("failed", "study failed: Ray job lost")
+    with session_scope(engine) as session:
+        assert get_study(session, study_id=cancelled.id).progress.running == 0
+
+
+def test_repeating_a_cancel_closes_trials_left_running_by_an_older_version(engine):
+    study = _new_study(engine)
+    _move(engine, study.id, "running", "cancelled")
+    _record_trials(engine, study.id, a="succeeded")
+    with session_scope(engine) as session:  # what a database written before this rule can hold
+        session.execute(sa.update(Trial).where(Trial.study_id == study.id).values(status="running"))
+    again = _move(engine, study.id, "cancelled")
+    assert again.status == "cancelled" and again.progress.running == 0
+    assert _trials(engine, study.id)["a"].status == "cancelled"
 
 
 def test_a_failed_unit_of_work_rolls_back_everything_in_it(engine):
