@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from service.auth import ensure_api_token, read_api_token
+from service.auth import read_api_token
 from service.settings import Settings
 
 __all__ = [
@@ -397,8 +397,19 @@ def studies(
 
 @app.command()
 def token() -> None:
-    """Print the API token (NORMLAB_API_TOKEN, or the one stored in the data dir, created if missing)."""
-    print(ensure_api_token(_settings()))
+    """Print the API token (NORMLAB_API_TOKEN, or the one the server stored in the data dir)."""
+    settings = _settings()
+    found = read_api_token(settings)
+    if found is None:
+        # Never create one here: a token made on a client machine is one no server accepts.
+        raise _fail(
+            CliError(
+                f"no API token: NORMLAB_API_TOKEN is not set and {settings.api_token_path} does not exist. "
+                "The server creates the token when it starts (`make run` prints it); on the server "
+                "machine run `normlab token`, or set NORMLAB_API_TOKEN to the token it printed"
+            )
+        )
+    print(found)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
 from service.deps import SettingsDep
+from service.store import read_only
 
 __all__ = ["router"]
 
@@ -35,7 +36,7 @@ def readyz(request: Request, response: Response, settings: SettingsDep) -> dict:
 def _probe_database(request: Request) -> dict:
     engine = request.app.state.engine
     try:
-        with engine.connect() as connection:
+        with read_only(engine).connect() as connection:  # a probe must not queue for the write lock
             connection.execute(text("SELECT 1"))
     except Exception as exc:
         return {"reachable": False, "backend": engine.dialect.name, "detail": type(exc).__name__}

@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from service.deps import SessionDep
 from service.errors import NoResultsError, UnknownDatasetError
+from service.routes.sessions import ReadSessionDep
 from service.store import Phase, StudyView, TrialView, get_study, list_studies, list_trials
 from studies.spec import DATASET_METRICS, StudySpec
 
@@ -37,7 +37,7 @@ _LOWER_IS_BETTER_HINTS = ("rmse", "mse", "mae", "loss", "perplexity", "error")
 )
 def read_results(
     dataset: str,
-    session: SessionDep,
+    session: ReadSessionDep,
     format: Literal["json", "csv", "md", "html"] = "json",
     study: Annotated[
         list[str] | None,

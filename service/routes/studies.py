@@ -12,15 +12,19 @@ from pydantic import ValidationError
 
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
 from service.errors import ClusterUnavailableError, InvalidSpecError, SpecTooLargeError
+from service.ports import Dispatcher
 from service.routes.schemas import StudyOut, TrialOut
+from service.routes.sessions import EngineDep, ReadSessionDep
 from service.store import (
     Phase,
     StudyStatus,
+    StudyView,
     TrialStatus,
     create_study,
     get_study,
     list_studies,
     list_trials,
+    session_scope,
     set_study_status,
 )
 from studies.spec import SpecFormatError, StudySpec, parse_spec_text
@@ -28,6 +32,8 @@ from studies.spec import SpecFormatError, StudySpec, parse_spec_text
 __all__ = ["router"]
 
 router = APIRouter(prefix="/studies", tags=["studies"])
+
+_CANCEL_ATTEMPTS = 3  # a study starts at most once, so the second pass settles a cancel; one spare
 
 _SPEC_BODY = {
     "requestBody": {
@@ -81,7 +87,7 @@ def submit_study(
 
 @router.get("", response_model=list[StudyOut], summary="List studies, newest first")
 def read_studies(
-    session: SessionDep,
+    session: ReadSessionDep,
     status: StudyStatus | None = None,
     dataset: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -90,14 +96,14 @@ def read_studies(
 
 
 @router.get("/{study_id}", response_model=StudyOut, summary="A study with its progress")
-def read_study(study_id: str, session: SessionDep) -> StudyOut:
+def read_study(study_id: str, session: ReadSessionDep) -> StudyOut:
     return StudyOut.from_view(get_study(session, study_id=study_id))
 
 
 @router.get("/{study_id}/trials", response_model=list[TrialOut], summary="A study's trials, oldest first")
 def read_trials(
     study_id: str,
-    session: SessionDep,
+    session: ReadSessionDep,
     phase: Phase | None = None,
     status: TrialStatus | None = None,
 ) -> list[TrialOut]:
@@ -113,18 +119,43 @@ def read_trials(
     dependencies=[AuthDep],
     summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
 )
-def cancel_study(study_id: str, session: SessionDep, dispatcher: DispatcherDep) -> StudyOut:
-    # Lock the row first: the background loop cannot start the study while we decide how to stop it.
-    study = get_study(session, study_id=study_id, lock=True)
-    if study.status == StudyStatus.RUNNING.value and study.ray_job_id:
-        if dispatcher is None:
-            raise ClusterUnavailableError("this API has no dispatcher configured, so it cannot stop Ray jobs")
-        try:
-            dispatcher.cancel(study.ray_job_id)
-        except Exception as exc:
-            raise ClusterUnavailableError(
-                f"could not stop Ray job {study.ray_job_id} ({type(exc).__name__}: {exc}); "
-                "the study is still running, try again"
-            ) from exc
-    # Finished studies raise InvalidStatusTransitionError (409); an already cancelled one is a no-op.
-    return StudyOut.from_view(set_study_status(session, study_id=study_id, status=StudyStatus.CANCELLED))
+def cancel_study(study_id: str, engine: EngineDep, dispatcher: DispatcherDep) -> StudyOut:
+    # The Ray call runs outside every transaction: a slow or hanging dashboard must not hold the
+    # database lock (SQLite) or the study's row (PostgreSQL) that the drivers need to record trials.
+    stopped: set[str] = set()
+    with session_scope(engine, readonly=True) as session:
+        study = get_study(session, study_id=study_id)
+    for _ in range(_CANCEL_ATTEMPTS):
+        job = _job_to_stop(study)
+        if job is not None and job not in stopped:
+            _stop_job(dispatcher, job)
+            stopped.add(job)
+        with session_scope(engine) as session:
+            # Re-read under the lock: the background loop may have started the study (new Ray job)
+            # since the read above; that job is stopped first, on the next pass.
+            study = get_study(session, study_id=study_id, lock=True)
+            job = _job_to_stop(study)
+            if job is None or job in stopped:
+                # Finished studies raise InvalidStatusTransitionError (409); a cancelled one is a no-op.
+                return StudyOut.from_view(
+                    set_study_status(session, study_id=study_id, status=StudyStatus.CANCELLED)
+                )
+    raise ClusterUnavailableError(
+        f"study {study_id} kept starting new Ray jobs while being cancelled; it is still running, try again"
+    )
+
+
+def _job_to_stop(study: StudyView) -> str | None:
+    return study.ray_job_id if study.status == StudyStatus.RUNNING.value else None
+
+
+def _stop_job(dispatcher: Dispatcher | None, job_id: str) -> None:
+    if dispatcher is None:
+        raise ClusterUnavailableError("this API has no dispatcher configured, so it cannot stop Ray jobs")
+    try:
+        dispatcher.cancel(job_id)
+    except Exception as exc:
+        raise ClusterUnavailableError(
+            f"could not stop Ray job {job_id} ({type(exc).__name__}: {exc}); "
+            "the study is still running, try again"
+        ) from exc

@@ -175,13 +175,30 @@ def test_studies_lists_what_was_submitted(wired, client, spec_file):
     assert result.exit_code == 0 and study["id"] in result.output
 
 
-def test_token_prints_the_stored_token(monkeypatch, tmp_path):
+def test_token_prints_the_token_the_server_stored(monkeypatch, tmp_path):
     monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
     monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
-    first = runner.invoke(cli.app, ["token"]).output.strip()
-    assert len(first) >= 40
-    assert (tmp_path / "api_token").read_text().strip() == first
-    assert runner.invoke(cli.app, ["token"]).output.strip() == first
+    (tmp_path / "api_token").write_text("stored-by-the-server\n")
+    result = runner.invoke(cli.app, ["token"])
+    assert result.exit_code == 0 and result.output.strip() == "stored-by-the-server"
+
+
+def test_token_prints_NORMLAB_API_TOKEN_when_it_is_set(monkeypatch, tmp_path):
+    monkeypatch.setenv("NORMLAB_API_TOKEN", "from-the-environment")
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    result = runner.invoke(cli.app, ["token"])
+    assert result.exit_code == 0 and result.output.strip() == "from-the-environment"
+
+
+def test_token_never_creates_a_token_and_says_how_to_get_the_servers(monkeypatch, tmp_path):
+    monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "err_console", Console(width=400, stderr=True))
+    result = runner.invoke(cli.app, ["token"])
+    assert result.exit_code == 1
+    assert "make run" in result.output and "NORMLAB_API_TOKEN" in result.output
+    assert str(tmp_path / "api_token") in result.output
+    assert list(tmp_path.iterdir()) == []  # a client-made token would be one no server accepts
 
 
 def test_serve_hands_over_to_the_launcher(monkeypatch, tmp_path):

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
+import sqlalchemy as sa
 import yaml
 
-from service.store import list_studies, record_trial, session_scope, set_study_runtime, set_study_status
+import service.routes.studies as studies_routes
+from service.store import engine as engine_module
+from service.store import (
+    get_study,
+    list_studies,
+    record_trial,
+    session_scope,
+    set_study_runtime,
+    set_study_status,
+)
 from tests.service.conftest import API_TOKEN, AUTH, QUICK_SPEC_YAML
 
 YAML = {"Content-Type": "application/yaml", **AUTH}
@@ -26,6 +37,44 @@ def _errors(response):
 def _stored_count(app_engine):
     with session_scope(app_engine) as session:
         return len(list_studies(session))
+
+
+def _start(app_engine, study_id, ray_job_id="raysubmit_abc"):
+    with session_scope(app_engine) as session:
+        set_study_runtime(session, study_id=study_id, ray_job_id=ray_job_id)
+        set_study_status(session, study_id=study_id, status="running")
+
+
+def _record_trial(session, study_id, key, status="succeeded"):
+    record_trial(
+        session,
+        study_id=study_id,
+        trial_key=f"{study_id}-{key}",
+        phase="tune",
+        method="dyt",
+        config={},
+        seed=0,
+        status=status,
+        metrics={},
+        metric_value=None,
+        mlflow_run_id=None,
+    )
+
+
+@pytest.fixture
+def impatient_locks(monkeypatch):
+    """SQLite gives up on a held lock after 0.3 s instead of 15 s (request it before `client`)."""
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
+
+
+@contextmanager
+def _another_process_writing(app_engine):
+    """A write transaction as a study driver or the background loop would open it; it gives up after
+    0.3 s on a lock (SQLite: `impatient_locks`) rather than waiting on a request of this same thread."""
+    with session_scope(app_engine) as session:
+        if app_engine.dialect.name == "postgresql":
+            session.execute(sa.text("SET LOCAL lock_timeout = '300ms'"))
+        yield session
 
 
 # ----------------------------------------------------------------------------------------- submit
@@ -161,6 +210,107 @@ def test_when_ray_cannot_be_reached_cancel_answers_503_and_the_study_keeps_runni
     assert response.status_code == 503
     assert "raysubmit_x" in response.json()["detail"]
     assert client.get(f"/studies/{study_id}").json()["status"] == "running"
+
+
+def test_cancelling_a_running_study_marks_its_running_trials_cancelled(client, app_engine):
+    study_id = _submit(client).json()["id"]
+    _start(app_engine, study_id)
+    with session_scope(app_engine) as session:
+        _record_trial(session, study_id, "a", status="running")
+        _record_trial(session, study_id, "b", status="succeeded")
+    cancelled = client.post(f"/studies/{study_id}/cancel", headers=AUTH).json()
+    assert cancelled["progress"]["running"] == 0 and cancelled["progress"]["cancelled"] == 1
+    trials = client.get(f"/studies/{study_id}/trials").json()
+    assert {t["trial_key"].rsplit("-", 1)[1]: t["status"] for t in trials} == {
+        "a": "cancelled",
+        "b": "succeeded",
+    }
+
+
+def test_the_ray_call_of_a_cancel_holds_no_database_lock(impatient_locks, client, dispatcher, app_engine):
+    # A slow Ray dashboard must not stop the drivers from recording trials (SQLite's write lock) or
+    # the background loop from touching the study (PostgreSQL's row lock) while it answers.
+    study_id = _submit(client).json()["id"]
+    _start(app_engine, study_id)
+
+    def driver_records_a_trial_during_the_ray_call(ray_job_id):
+        with _another_process_writing(app_engine) as session:
+            _record_trial(session, study_id, "written-during-cancel")
+        dispatcher.cancelled.append(ray_job_id)
+
+    dispatcher.cancel = driver_records_a_trial_during_the_ray_call
+    response = client.post(f"/studies/{study_id}/cancel", headers=AUTH)
+    assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "cancelled" and dispatcher.cancelled == ["raysubmit_abc"]
+    trials = client.get(f"/studies/{study_id}/trials").json()
+    assert [(t["trial_key"], t["status"]) for t in trials] == [
+        (f"{study_id}-written-during-cancel", "succeeded")
+    ]
+
+
+def test_a_study_that_finishes_while_its_job_is_being_stopped_is_a_409(
+    impatient_locks, client, dispatcher, app_engine
+):
+    study_id = _submit(client).json()["id"]
+    _start(app_engine, study_id)
+
+    def driver_finishes_first(ray_job_id):
+        with _another_process_writing(app_engine) as session:
+            set_study_status(session, study_id=study_id, status="succeeded")
+        dispatcher.cancelled.append(ray_job_id)
+
+    dispatcher.cancel = driver_finishes_first
+    response = client.post(f"/studies/{study_id}/cancel", headers=AUTH)
+    assert response.status_code == 409 and "succeeded" in response.json()["detail"]
+    assert client.get(f"/studies/{study_id}").json()["status"] == "succeeded"
+
+
+def test_a_queued_study_that_starts_while_being_cancelled_has_its_new_job_stopped(
+    impatient_locks, client, dispatcher, app_engine, monkeypatch
+):
+    study_id = _submit(client).json()["id"]
+    reads = []
+
+    def background_loop_starts_it_right_after_the_first_read(session, *, study_id, lock=False):
+        study = get_study(session, study_id=study_id, lock=lock)
+        reads.append(study.status)
+        if len(reads) == 1:
+            with _another_process_writing(app_engine) as writer:
+                set_study_runtime(writer, study_id=study_id, ray_job_id="raysubmit_late")
+                set_study_status(writer, study_id=study_id, status="running")
+        return study
+
+    monkeypatch.setattr(studies_routes, "get_study", background_loop_starts_it_right_after_the_first_read)
+    response = client.post(f"/studies/{study_id}/cancel", headers=AUTH)
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert reads[0] == "queued" and dispatcher.cancelled == ["raysubmit_late"]
+
+
+def test_cancelling_a_running_study_without_a_dispatcher_is_a_503_and_it_keeps_running(
+    client, app, app_engine
+):
+    study_id = _submit(client).json()["id"]
+    _start(app_engine, study_id)
+    app.state.dispatcher = None
+    response = client.post(f"/studies/{study_id}/cancel", headers=AUTH)
+    assert response.status_code == 503 and "no dispatcher" in response.json()["detail"]
+    assert client.get(f"/studies/{study_id}").json()["status"] == "running"
+
+
+# ------------------------------------------------------------------------------------------ polling
+
+
+def test_polling_is_not_blocked_by_a_driver_holding_the_write_lock(impatient_locks, client, app_engine):
+    study_id = _submit(client).json()["id"]
+    _start(app_engine, study_id)
+    with session_scope(app_engine) as driver:
+        _record_trial(driver, study_id, "uncommitted", status="running")  # SQLite: write lock held
+        assert client.get(f"/studies/{study_id}").json()["progress"]["running"] == 0
+        assert [s["id"] for s in client.get("/studies").json()] == [study_id]
+        assert client.get(f"/studies/{study_id}/trials").json() == []
+        assert client.get("/results/digits").status_code == 404  # no final trials yet, not a 500
+        assert client.get("/readyz").json()["database"]["reachable"] is True
+    assert client.get(f"/studies/{study_id}").json()["progress"]["running"] == 1
 
 
 # ------------------------------------------------------------------------------------------- 401
