@@ -59,7 +59,7 @@ class StudyReconciler:
         self._check_running()
 
     def _submit_queued(self) -> None:
-        with session_scope(self.engine) as session:
+        with session_scope(self.engine, readonly=True) as session:
             queued = list_studies(session, status="queued", order="oldest")  # submission order
             running = len(list_studies(session, status="running"))
         queued = queued[: max(0, self.max_running - running)]
@@ -86,7 +86,7 @@ class StudyReconciler:
                     log.warning("could not stop Ray job %s of cancelled study %s: %s", job_id, study.id, exc)
 
     def _check_running(self) -> None:
-        with session_scope(self.engine) as session:
+        with session_scope(self.engine, readonly=True) as session:
             running = list_studies(session, status="running")
         for study in running:
             if not study.ray_job_id:

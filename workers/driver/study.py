@@ -69,7 +69,7 @@ def dataset_metric(dataset: str) -> MetricInfo:
 
 def run_study(study_id: str, ctx: DriverContext) -> None:
     """Drive a study to a terminal status; any exception marks it failed with the traceback."""
-    with session_scope(ctx.engine) as session:
+    with session_scope(ctx.engine, readonly=True) as session:
         study = get_study(session, study_id=study_id)
     if study.status in ("succeeded", "failed", "cancelled"):
         log.info("study %s is already %s; nothing to do", study_id, study.status)
