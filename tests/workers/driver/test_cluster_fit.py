@@ -1,0 +1,43 @@
+"""A study whose trials no node can hold fails at once with the fix, instead of waiting forever in Tune."""
+
+from __future__ import annotations
+
+import pytest
+
+from studies.spec import StudySpec
+from workers.driver import study as driver_study
+
+SPEC = {
+    "name": "fit",
+    "dataset": "digits",
+    "model": "vit_lite_tiny",
+    "methods": ["frozen_ln"],
+    "seeds": [0],
+    "budget": {"epochs": 1, "batch_size": 64},
+}
+
+
+def _nodes(*resources):
+    return [{"Alive": True, "Resources": r} for r in resources] + [
+        {"Alive": False, "Resources": {"GPU": 8.0}}
+    ]
+
+
+def test_a_trial_that_fits_on_one_alive_node_passes(monkeypatch):
+    monkeypatch.setattr(driver_study.ray, "nodes", lambda: _nodes({"CPU": 2.0}, {"CPU": 8.0, "GPU": 1.0}))
+    spec = StudySpec.model_validate({**SPEC, "resources": {"cpu": 4, "gpu": 0.5}})
+    driver_study.check_cluster_fits(spec)
+
+
+def test_a_gpu_trial_on_a_cpu_only_cluster_fails_naming_the_largest_node_and_the_fix(monkeypatch):
+    monkeypatch.setattr(driver_study.ray, "nodes", lambda: _nodes({"CPU": 2.0}))
+    spec = StudySpec.model_validate({**SPEC, "resources": {"cpu": 1, "gpu": 0.25}})
+    with pytest.raises(RuntimeError, match=r"largest node: 2 CPU, 0 GPU.*lower `resources`"):
+        driver_study.check_cluster_fits(spec)
+
+
+def test_resources_spread_over_two_nodes_do_not_count_as_one_node(monkeypatch):
+    monkeypatch.setattr(driver_study.ray, "nodes", lambda: _nodes({"CPU": 2.0}, {"CPU": 2.0}))
+    spec = StudySpec.model_validate({**SPEC, "resources": {"cpu": 3}})
+    with pytest.raises(RuntimeError, match="no Ray node can run a trial"):
+        driver_study.check_cluster_fits(spec)
