@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,12 +101,15 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
     if not ray.is_initialized():
         ray.init(address="auto", log_to_driver=False)
     client = MlflowClient(ctx.mlflow_tracking_uri)
-    parent = ensure_parent_run(
-        client,
-        study_id=study_id,
-        study_name=spec.name,
-        dataset=spec.dataset,
-        spec=spec.model_dump(mode="json"),
+    parent = _with_retries(
+        lambda: ensure_parent_run(
+            client,
+            study_id=study_id,
+            study_name=spec.name,
+            dataset=spec.dataset,
+            spec=spec.model_dump(mode="json"),
+        ),
+        what=f"reach MLflow at {ctx.mlflow_tracking_uri}",
     )
     with session_scope(ctx.engine) as session:
         set_study_runtime(
@@ -164,6 +168,22 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
             log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def _with_retries(action, *, what: str, attempts: int = 6, first_delay_s: float = 2.0):
+    """Ride out a short outage (a tracking server restarting) before failing the whole study."""
+    delay = first_delay_s
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except Exception as exc:
+            if attempt == attempts:
+                raise RuntimeError(f"could not {what} after {attempts} attempts: {exc}") from exc
+            log.warning(
+                "could not %s (attempt %d/%d): %s; retrying in %.0f s", what, attempt, attempts, exc, delay
+            )
+            time.sleep(delay)
+            delay *= 2
 
 
 def check_cluster_fits(spec: StudySpec) -> None:

@@ -1,4 +1,4 @@
-"""A study whose trials no node can hold fails at once with the fix, instead of waiting forever in Tune."""
+"""Driver preflight: trials must fit on a node, and a short tracking outage must not fail a study."""
 
 from __future__ import annotations
 
@@ -41,3 +41,22 @@ def test_resources_spread_over_two_nodes_do_not_count_as_one_node(monkeypatch):
     spec = StudySpec.model_validate({**SPEC, "resources": {"cpu": 3}})
     with pytest.raises(RuntimeError, match="no Ray node can run a trial"):
         driver_study.check_cluster_fits(spec)
+
+
+def test_a_short_tracking_outage_is_ridden_out_and_a_long_one_fails_with_what_was_attempted(monkeypatch):
+    monkeypatch.setattr(driver_study.time, "sleep", lambda s: None)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("connection refused")
+        return "parent"
+
+    assert driver_study._with_retries(flaky, what="reach MLflow") == "parent" and len(calls) == 3
+
+    def down():
+        raise ConnectionError("connection refused")
+
+    with pytest.raises(RuntimeError, match=r"could not reach MLflow after 4 attempts: connection refused"):
+        driver_study._with_retries(down, what="reach MLflow", attempts=4)
