@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_NUM_SAMPLES",
     "JSON_CONTENT_TYPES",
     "KNOBS",
+    "KNOB_MODEL_FIELDS",
     "KNOWN_DATASETS",
     "KNOWN_MODELS",
     "METHODS",
@@ -240,6 +241,19 @@ def _fmt(x: float | None) -> str:
 
 _AUTONORM_S = ("autonorm_s",)
 _GATED = ("autonorm_s", "autonorm")
+
+# Knob -> the model config field it sets (workers.training.config.MODEL_KNOBS; a test keeps them in sync).
+KNOB_MODEL_FIELDS: dict[str, str] = {
+    "width_expansion": "mlp_ratio",
+    "skip_scale": "skip_scale",
+    "init_scale": "init_scale",
+    "norm_placement": "norm_placement",
+    "activation": "activation",
+    "branch": "branch",
+    "dropout": "dropout",
+    "drop_path": "drop_path",
+    "layer_scale_init": "layer_scale_init",
+}
 
 KNOBS: dict[str, Knob] = {
     k.name: k
@@ -729,6 +743,24 @@ class StudySpec(_Strict):
                     f"{backbone} has no config field '{key}'; fields a spec may override: {', '.join(free)}",
                     value,
                 )
+            else:
+                knob = self._knob_setting_field(key)
+                if knob is not None:
+                    # Overrides are applied after knobs, so the override would silently beat the search.
+                    fail(
+                        loc,
+                        "override_shadows_knob",
+                        f"model override '{key}' is also set by knob '{knob}' in the search space; "
+                        "set it in one place (a fixed value in `search` or the override, not both)",
+                        value,
+                    )
+
+    def _knob_setting_field(self, field: str) -> str | None:
+        for method in self.methods:
+            for knob in {**self.search, **self.method_search.get(method, {})}:
+                if KNOB_MODEL_FIELDS.get(knob) == field:
+                    return knob
+        return None
 
     def _check_knob(self, loc, knob_name: str, dist: Distribution, methods: Iterable[str], fail) -> None:
         knob = KNOBS.get(knob_name)

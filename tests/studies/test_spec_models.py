@@ -9,8 +9,17 @@ import dataclasses
 
 import pytest
 import torch
+from pydantic import ValidationError
 
-from studies.spec import DATASET_TASK_FIELDS, KNOWN_MODELS, METHODS, MODEL_CONFIG_FIELDS, StudySpec
+from studies.spec import (
+    DATASET_TASK_FIELDS,
+    KNOB_MODEL_FIELDS,
+    KNOBS,
+    KNOWN_MODELS,
+    METHODS,
+    MODEL_CONFIG_FIELDS,
+    StudySpec,
+)
 
 # Task fields of one tiny dataset per data family, as its DatasetBundle.model_fields gives them
 # (digits, ptb_pos_sample, california_housing), with the example input a batch of two would have.
@@ -89,3 +98,24 @@ def test_spec_methods_are_exactly_the_models_methods():
     from models.methods import METHODS as MODEL_METHODS
 
     assert tuple(METHODS) == tuple(MODEL_METHODS)
+
+
+def test_a_model_override_that_a_searched_knob_also_sets_is_rejected_at_its_field_path():
+    spec = {
+        "name": "shadow",
+        "dataset": "digits",
+        "model": {"preset": "vit_lite_tiny", "overrides": {"mlp_ratio": 4.0}},
+        "methods": ["frozen_ln"],
+        "search": {"width_expansion": {"type": "choice", "values": [1.0, 4.0]}},
+    }
+    with pytest.raises(ValidationError) as raised:
+        StudySpec.model_validate(spec)
+    [error] = raised.value.errors()
+    assert error["loc"] == ("model", "overrides", "mlp_ratio")
+    assert "knob 'width_expansion'" in error["msg"]
+
+
+def test_the_knob_to_model_field_table_matches_what_the_workers_apply():
+    from workers.training.config import MODEL_KNOBS
+
+    assert {k: v for k, v in MODEL_KNOBS.items() if k in KNOBS} == KNOB_MODEL_FIELDS
