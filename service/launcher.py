@@ -89,6 +89,7 @@ def local_stack(settings: Settings) -> Iterator[LocalStack]:
                 token=token,
                 gcs_port=settings.ray_gcs_port,
                 node_ip=settings.ray_host,
+                dashboard_host=settings.ray_dashboard_host,
                 dashboard_port=settings.ray_dashboard_port,
                 dashboard_agent_listen_port=settings.ray_dashboard_agent_listen_port,
                 client_server_port=settings.ray_client_server_port,

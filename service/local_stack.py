@@ -11,7 +11,7 @@ from pathlib import Path
 
 from service.processes import ManagedProcess, venv_executable
 
-__all__ = ["mlflow_server", "ray_auth_env", "ray_head"]
+__all__ = ["mlflow_server", "ray_auth_env", "ray_head", "ray_worker"]
 
 
 def ray_auth_env(token: str) -> dict[str, str]:
@@ -59,6 +59,7 @@ def ray_head(
     token: str,
     gcs_port: int,
     node_ip: str = "127.0.0.1",
+    dashboard_host: str = "127.0.0.1",
     dashboard_port: int,
     dashboard_agent_listen_port: int,
     client_server_port: int,
@@ -79,7 +80,7 @@ def ray_head(
         "--head",
         f"--port={gcs_port}",
         f"--node-ip-address={node_ip}",
-        "--dashboard-host=127.0.0.1",
+        f"--dashboard-host={dashboard_host}",
         f"--dashboard-port={dashboard_port}",
         f"--dashboard-agent-listen-port={dashboard_agent_listen_port}",
         f"--ray-client-server-port={client_server_port}",
@@ -105,6 +106,50 @@ def ray_head(
         argv=argv,
         env=env,
         log_path=data_dir / "logs" / "ray-head.log",
-        health_url=f"http://127.0.0.1:{dashboard_port}/api/version",
+        health_url=f"http://{dashboard_host}:{dashboard_port}/api/version",
         health_headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def ray_worker(
+    *,
+    data_dir: Path,
+    token: str,
+    head_address: str,
+    node_ip: str,
+    min_worker_port: int,
+    max_worker_port: int,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    temp_dir: Path | None = None,
+    name: str = "ray-worker",
+) -> ManagedProcess:
+    """`ray start --address=HEAD --block`: one more node (the ray-worker container, without the container)."""
+    argv = [
+        venv_executable("ray"),
+        "start",
+        f"--address={head_address}",
+        f"--node-ip-address={node_ip}",
+        f"--min-worker-port={min_worker_port}",
+        f"--max-worker-port={max_worker_port}",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    if num_cpus is not None:
+        argv.append(f"--num-cpus={num_cpus}")
+    if num_gpus is not None:
+        argv.append(f"--num-gpus={num_gpus}")
+    if temp_dir is not None:
+        argv.append(f"--temp-dir={temp_dir}")
+    env = {
+        **ray_auth_env(token),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    # A worker node serves no HTTP: `ray start` says so in its log once the node has joined.
+    return ManagedProcess(
+        name=name,
+        argv=argv,
+        env=env,
+        log_path=data_dir / "logs" / f"{name}.log",
+        ready_text="Ray runtime started",
     )

@@ -73,6 +73,7 @@ class ManagedProcess:
     health_url: str | None = None
     health_headers: Mapping[str, str] = field(default_factory=dict)
     stop_argv: Sequence[str] | None = None  # e.g. `ray stop` for daemons that fork away
+    ready_text: str | None = None  # healthy once this line appears in the log (children with no HTTP port)
     _popen: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
 
@@ -88,23 +89,25 @@ class ManagedProcess:
                 env={**os.environ, **self.env},
                 start_new_session=True,
             )
-            if self.health_url is None:
+            if self.health_url is None and self.ready_text is None:
                 code = self._popen.wait(timeout=timeout)
                 if code != 0:
                     raise ProcessStartError(f"{self.name} exited with {code}:\n{self.log_tail()}")
                 return
             healthy = wait_until(self._healthy_or_dead, timeout=timeout)
             if not healthy or not self.alive:
-                raise ProcessStartError(
-                    f"{self.name} did not become healthy at {self.health_url}:\n{self.log_tail()}"
-                )
+                where = self.health_url or f"(waiting for {self.ready_text!r} in {self.log_path})"
+                raise ProcessStartError(f"{self.name} did not become healthy at {where}:\n{self.log_tail()}")
         except BaseException:
             self.stop()
             raise
 
     def _healthy_or_dead(self) -> bool:
-        assert self.health_url is not None
-        return (not self.alive) or http_ok(self.health_url, headers=self.health_headers)
+        if not self.alive:
+            return True
+        if self.health_url is not None and not http_ok(self.health_url, headers=self.health_headers):
+            return False
+        return self.ready_text is None or self.ready_text in self.log_tail(lines=200)
 
     @property
     def alive(self) -> bool:
