@@ -34,6 +34,11 @@ def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
     return -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
 
 
+def _all_float32(params: tuple[torch.Tensor, ...]) -> bool:
+    float32 = torch.float32
+    return all([p.dtype is float32 for p in params])
+
+
 class NormSelector(nn.Module):
     """Two-layer MLP on the token mean -> 2 logits; one per normalization site."""
 
@@ -92,9 +97,11 @@ class AutoNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
         params = self.kernel_parameters()
-        if _fast_path_applies(xs) and all(p.dtype == torch.float32 for p in params):
+        if _fast_path_applies(xs) and _all_float32(params):
             y, probs = autonorm_fused(xs, params, self.training, self.tau, self.hard, self.eps)
-            self.last_probs = probs  # already non-differentiable
+            # Already non-differentiable. A plain attribute (never a parameter or buffer), so it skips
+            # nn.Module.__setattr__'s registry checks on this per-step path.
+            self.__dict__["last_probs"] = probs
             return y if x.dim() == 3 else y.reshape(x.shape)
         weights, probs = self.gate(xs)
         self.last_probs = probs.detach()
@@ -109,7 +116,8 @@ class AutoNorm(nn.Module):
     def kernel_parameters(self) -> tuple[nn.Parameter, ...]:
         """Every parameter, in the order the fused kernel takes them (cheaper than .parameters())."""
         # Direct dict lookups: nn.Module.__getattr__ costs ~0.5 us per attribute, paid every forward.
-        own, fc1, fc2 = self._parameters, self.selector.fc1._parameters, self.selector.fc2._parameters
+        selector = self._modules["selector"]._modules  # type: ignore[union-attr]
+        own, fc1, fc2 = self._parameters, selector["fc1"]._parameters, selector["fc2"]._parameters  # type: ignore[union-attr]
         return (
             own["dyt_alpha"], own["dyt_weight"], own["dyt_bias"], own["ln_weight"], own["ln_bias"],
             fc1["weight"], fc1["bias"], fc2["weight"], fc2["bias"],

@@ -13,6 +13,7 @@ module path defines the semantics and tests check the two agree.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import torch
@@ -24,6 +25,19 @@ __all__ = ["autonorm_fused"]
 
 _SELECTOR_INPUTS = slice(6, 10)  # w1, b1, w2, b2 in the argument order of _AutoNormFunction.forward
 _scratch = threading.local()
+_widths: dict[tuple[int, int, int], tuple[int, int]] = {}
+
+
+def _state_and_work_widths(lib: ctypes.CDLL, tokens: int, dim: int, hidden: int) -> tuple[int, int]:
+    """Per-sample widths of the saved state and the backward scratch, asked from C once per shape."""
+    key = (tokens, dim, hidden)
+    widths = _widths.get(key)
+    if widths is None:
+        widths = _widths[key] = (
+            lib.autonorm_state_width(tokens, dim, hidden),
+            lib.autonorm_work_width(tokens, dim, hidden),
+        )
+    return widths
 
 
 def _work_buffer(numel: int) -> torch.Tensor:
@@ -47,7 +61,7 @@ class _AutoNormFunction(torch.autograd.Function):
         hidden = w1.shape[0]
         y = torch.empty_like(x)  # (B, T, D)
         # Per-sample mean, rstd, pooled input, MLP activations and gate: see the C layout comment.
-        state = torch.empty(batch, lib.autonorm_state_width(tokens, dim, hidden))
+        state = torch.empty(batch, _state_and_work_widths(lib, tokens, dim, hidden)[0])
         probs = torch.empty(batch, 2)  # noise-free, what gate_summary reads
         alpha_value = float(alpha)
         lib.autonorm_forward(
@@ -60,42 +74,61 @@ class _AutoNormFunction(torch.autograd.Function):
         ctx.alpha_value, ctx.alpha_shape = alpha_value, alpha.shape
         ctx.tau = 1.0 if exp_noise is None else tau  # eval differentiates the plain softmax
         ctx.mark_non_differentiable(probs)
+        ctx.set_materialize_grads(False)  # probs never has a gradient: no zeros (B, 2) to allocate for it
         return y, probs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad, _grad_probs):  # type: ignore[no-untyped-def,override]
-        lib = load_mixed_norm_library()
-        assert lib is not None
-        x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2 = ctx.saved_tensors
-        grad = grad.contiguous()
-        batch, tokens, dim = x.shape
-        hidden = w1.shape[0]
-        dx = torch.empty_like(x)
-        work = _work_buffer(batch * lib.autonorm_work_width(tokens, dim, hidden))
-        d_alpha = torch.empty(ctx.alpha_shape)
-        d_dyt_w, d_dyt_b, d_ln_w, d_ln_b = (torch.empty(dim) for _ in range(4))
-        # A frozen selector (GateFreezer) gets no gradient, so the kernel skips those reductions; the
-        # gate's path to x is still differentiated, as on the eager path.
-        if any(ctx.needs_input_grad[_SELECTOR_INPUTS]):
-            d_w1, d_b1, d_w2, d_b2 = (
-                torch.empty(hidden, dim),
-                torch.empty(hidden),
-                torch.empty(2, hidden),
-                torch.empty(2),
-            )
-            selector_ptrs = (d_w1.data_ptr(), d_b1.data_ptr(), d_w2.data_ptr(), d_b2.data_ptr())
-        else:
-            d_w1 = d_b1 = d_w2 = d_b2 = None
-            selector_ptrs = (None, None, None, None)
-        lib.autonorm_backward(
-            grad.data_ptr(), x.data_ptr(), ctx.alpha_value, dyt_w.data_ptr(), dyt_b.data_ptr(),
-            ln_w.data_ptr(), ln_b.data_ptr(), w1.data_ptr(), w2.data_ptr(), state.data_ptr(), ctx.tau,
-            int(d_w1 is not None), batch, tokens, dim, hidden, torch.get_num_threads(),
-            dx.data_ptr(), work.data_ptr(), d_alpha.data_ptr(), d_dyt_w.data_ptr(), d_dyt_b.data_ptr(),
-            d_ln_w.data_ptr(), d_ln_b.data_ptr(), *selector_ptrs,
-        )  # fmt: skip
-        return dx, d_alpha, d_dyt_w, d_dyt_b, d_ln_w, d_ln_b, d_w1, d_b1, d_w2, d_b2, None, None, None, None
+        # Backward runs with grad mode off unless someone asked for create_graph; only then does the
+        # once_differentiable wrapper (which makes a double backward fail loudly) have work to do.
+        if torch.is_grad_enabled():
+            return _backward_refusing_double_backward(ctx, grad)
+        return _backward(ctx, grad)
+
+
+def _backward(ctx, grad):  # type: ignore[no-untyped-def]
+    """Gradients of x and the nine parameters of `_AutoNormFunction.forward` (None for the rest)."""
+    if grad is None:  # only reachable with materialize_grads off: nothing flowed into y
+        return (None,) * 14
+    lib = load_mixed_norm_library()
+    assert lib is not None
+    x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2 = ctx.saved_tensors
+    grad = grad.contiguous()
+    batch, tokens, dim = x.shape
+    hidden = w1.shape[0]
+    dx = torch.empty_like(x)
+    work = _work_buffer(batch * _state_and_work_widths(lib, tokens, dim, hidden)[1])
+    d_alpha = torch.empty(ctx.alpha_shape)
+    d_dyt_w, d_dyt_b, d_ln_w, d_ln_b = (torch.empty(dim) for _ in range(4))
+    # A frozen selector (GateFreezer) gets no gradient, so the kernel skips those reductions; the
+    # gate's path to x is still differentiated, as on the eager path.
+    if any(ctx.needs_input_grad[_SELECTOR_INPUTS]):
+        d_w1, d_b1, d_w2, d_b2 = (
+            torch.empty(hidden, dim),
+            torch.empty(hidden),
+            torch.empty(2, hidden),
+            torch.empty(2),
+        )
+        selector_ptrs = (d_w1.data_ptr(), d_b1.data_ptr(), d_w2.data_ptr(), d_b2.data_ptr())
+    else:
+        d_w1 = d_b1 = d_w2 = d_b2 = None
+        selector_ptrs = (None, None, None, None)
+    lib.autonorm_backward(
+        grad.data_ptr(), x.data_ptr(), ctx.alpha_value, dyt_w.data_ptr(), dyt_b.data_ptr(),
+        ln_w.data_ptr(), ln_b.data_ptr(), w1.data_ptr(), w2.data_ptr(), state.data_ptr(), ctx.tau,
+        int(d_w1 is not None), batch, tokens, dim, hidden, torch.get_num_threads(),
+        dx.data_ptr(), work.data_ptr(), d_alpha.data_ptr(), d_dyt_w.data_ptr(), d_dyt_b.data_ptr(),
+        d_ln_w.data_ptr(), d_ln_b.data_ptr(), *selector_ptrs,
+    )  # fmt: skip
+    return dx, d_alpha, d_dyt_w, d_dyt_b, d_ln_w, d_ln_b, d_w1, d_b1, d_w2, d_b2, None, None, None, None
+
+
+_backward_refusing_double_backward = once_differentiable(_backward)
+
+
+# Function.apply's Python wrapper only adds functorch bookkeeping (~10 us a call); `_fast_path_applies`
+# already sends every functorch transform to the eager path, so the fused path calls the C entry point.
+_apply = super(torch.autograd.Function, _AutoNormFunction).apply
 
 
 def autonorm_fused(
@@ -110,6 +143,8 @@ def autonorm_fused(
     # Training: a standard exponential draw E per logit; the kernel turns it into Gumbel noise -log(E),
     # consuming torch's generator exactly as torch.nn.functional.gumbel_softmax does.
     exp_noise = torch.empty(xs.shape[0], 2).exponential_() if training else None
-    return _AutoNormFunction.apply(
-        xs.contiguous(), *(p.contiguous() for p in params), exp_noise, tau, hard, eps
-    )
+    alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2 = params
+    return _apply(
+        xs.contiguous(), alpha, dyt_w.contiguous(), dyt_b.contiguous(), ln_w.contiguous(), ln_b.contiguous(),
+        w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous(), exp_noise, tau, hard, eps,
+    )  # fmt: skip

@@ -152,3 +152,19 @@ def test_double_backward_is_refused_on_the_fused_path_rather_than_silently_wrong
     else:
         with pytest.raises(RuntimeError, match="once_differentiable"):
             grad_x.sum().backward()
+
+
+def test_torch_func_grad_over_the_parameters_of_an_autonorm_fed_a_plain_input_matches_autograd() -> None:
+    # The input is an ordinary tensor, only the parameters are transformed: the layer must still notice
+    # the active torch.func transform and take its differentiable eager path.
+    norm = _perturbed_autonorm(tau=0.5).eval()
+    x = torch.randn(3, 4, DIM)
+    params = {name: param.detach() for name, param in norm.named_parameters()}
+
+    def loss(p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.func.functional_call(norm, p, (x,)).square().sum()
+
+    got = torch.func.grad(loss)(params)
+    want = torch.autograd.grad(norm(x).square().sum(), list(norm.parameters()))
+    for name, expected in zip(params, want, strict=True):
+        torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
