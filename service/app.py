@@ -18,7 +18,7 @@ from service.ports import Dispatcher
 from service.routes import health_router, results_router, studies_router
 from service.settings import Settings, get_settings
 from service.store import make_engine, upgrade_database
-from studies.spec import StudySpec
+from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
 
 __all__ = ["create_app"]
 
@@ -80,6 +80,11 @@ def _document_spec_schema(app: FastAPI) -> None:
         if app.openapi_schema is None:
             document = build_openapi()
             spec_schema = StudySpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            # The validators accept only these names; saying so lets clients (and schema-driven
+            # tests) build specs that pass, instead of guessing at free text.
+            properties = spec_schema["properties"]
+            properties["dataset"]["enum"] = list(KNOWN_DATASETS)
+            properties["methods"]["items"]["enum"] = list(METHODS)
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             schemas.update(spec_schema.pop("$defs", {}))
             schemas["StudySpec"] = spec_schema

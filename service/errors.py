@@ -6,12 +6,15 @@ Every error body is `{"detail": ...}`: a message string, or for validation error
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from service.store import (
     InvalidStatusTransitionError,
@@ -23,11 +26,15 @@ from studies.spec import SpecFormatError, UnsupportedContentTypeError
 
 __all__ = [
     "ClusterUnavailableError",
+    "ErrorOut",
+    "FieldErrorOut",
     "InvalidSpecError",
     "NoResultsError",
     "SpecTooLargeError",
     "UnauthorizedError",
     "UnknownDatasetError",
+    "ValidationErrorOut",
+    "error_responses",
     "install_error_handlers",
 ]
 
@@ -53,11 +60,62 @@ class SpecTooLargeError(Exception):
 
 
 class InvalidSpecError(ValueError):
-    """A study spec that failed validation; `errors` are pydantic's, with `loc` inside the spec."""
+    """A study spec that failed validation; `errors` are pydantic-style dicts (`type`, `loc` inside the
+    spec, `msg`, optional `input`)."""
 
-    def __init__(self, validation_error: ValidationError) -> None:
-        self.errors = validation_error.errors(include_url=False)
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
         super().__init__(f"invalid study spec ({len(self.errors)} error(s))")
+
+    @classmethod
+    def from_validation_error(cls, validation_error: ValidationError) -> InvalidSpecError:
+        return cls(validation_error.errors(include_url=False))
+
+
+# --------------------------------------------------------------------------- documented error bodies
+
+
+class ErrorOut(BaseModel):
+    """Every error but a validation error: one message for people."""
+
+    detail: str
+
+
+class FieldErrorOut(BaseModel):
+    type: str
+    loc: list[str | int]  # the field path into the request, e.g. ["body", "budget", "epochs"]
+    msg: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorOut(BaseModel):
+    """A 422: every problem found, each at its field path."""
+
+    detail: list[FieldErrorOut]
+
+
+_ERROR_DESCRIPTIONS = {
+    401: "Missing or wrong bearer token",
+    404: "No such resource",
+    409: "The request conflicts with the resource's state",
+    413: "The request body is larger than the server accepts",
+    415: "The request body's content type is not supported",
+    422: "Invalid request: every problem with its field path",
+    503: "A service the request needs (the cluster) did not answer; retry later",
+}
+
+
+def error_responses(*status_codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the error statuses a route can answer, so clients (and schema-driven
+    tests) know every status and body shape the route may send."""
+    return {
+        code: {
+            "model": ValidationErrorOut if code == 422 else ErrorOut,
+            "description": _ERROR_DESCRIPTIONS[code],
+        }
+        for code in status_codes
+    }
 
 
 def _message(status_code: int, headers: dict[str, str] | None = None):
@@ -69,17 +127,32 @@ def _message(status_code: int, headers: dict[str, str] | None = None):
 
 def _invalid_spec(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, InvalidSpecError)
-    errors: list[dict[str, Any]] = []
-    for error in exc.errors:
-        errors.append(
-            {
-                "type": error["type"],
-                "loc": ["body", *error["loc"]],  # the same field paths FastAPI gives its own 422s
-                "msg": error["msg"],
-                "input": error.get("input"),
-            }
-        )
-    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+    errors = [
+        {
+            "type": error["type"],
+            "loc": ["body", *error["loc"]],  # the same field paths FastAPI gives its own 422s
+            "msg": error["msg"],
+            "input": error.get("input"),
+        }
+        for error in exc.errors
+    ]
+    return JSONResponse({"detail": _json_safe(errors)}, status_code=422)
+
+
+def _json_safe(value: Any) -> Any:
+    """Error details as strict JSON: an echoed NaN or infinity (which JSON cannot carry), text that is
+    not valid Unicode or a YAML-only value (date, bytes) would otherwise turn the 422 into a 500."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_json_safe(str(key)): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return _json_safe(str(value))
 
 
 def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
@@ -87,7 +160,25 @@ def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors, except that a 405 names every method of the path in `Allow`: Starlette
+    answers from the first route that matched the path, and /studies is one route per method."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != 405:
+        return await http_exception_handler(request, exc)
+    allowed = {
+        method
+        for route in request.app.router.routes
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE
+        for method in route.methods or ()
+    }
+    return JSONResponse(
+        {"detail": exc.detail}, status_code=405, headers={"Allow": ", ".join(sorted(allowed))}
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(StudyNotFoundError, _message(404))
     app.add_exception_handler(UnknownDatasetError, _message(404))
     app.add_exception_handler(NoResultsError, _message(404))

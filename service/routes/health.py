@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
 from service.deps import SettingsDep
+from service.routes.schemas import ReadinessOut
 from service.store import read_only
 
 __all__ = ["router"]
@@ -21,7 +22,12 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: the database answers; Ray and MLflow reachability reported")
+@router.get(
+    "/readyz",
+    response_model=ReadinessOut,
+    responses={503: {"model": ReadinessOut, "description": "Not ready: the database does not answer"}},
+    summary="Readiness: the database answers; Ray and MLflow reachability reported",
+)
 def readyz(request: Request, response: Response, settings: SettingsDep) -> dict:
     database = _probe_database(request)
     ray = _probe_http(f"{settings.ray_dashboard_url}/api/version")

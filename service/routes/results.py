@@ -8,8 +8,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from service.errors import NoResultsError, UnknownDatasetError
+from service.errors import NoResultsError, UnknownDatasetError, error_responses
 from service.routes.sessions import ReadSessionDep
+from service.routes.text import StorableText
 from service.store import Phase, StudyView, TrialView, get_study, list_studies, list_trials
 from studies.spec import DATASET_METRICS, StudySpec
 
@@ -32,7 +33,8 @@ _LOWER_IS_BETTER_HINTS = ("rmse", "mse", "mae", "loss", "perplexity", "error")
                 "text/markdown": {},
                 "text/html": {},
             }
-        }
+        },
+        **error_responses(404),
     },
 )
 def read_results(
@@ -40,7 +42,7 @@ def read_results(
     session: ReadSessionDep,
     format: Literal["json", "csv", "md", "html"] = "json",
     study: Annotated[
-        list[str] | None,
+        list[StorableText] | None,
         Query(
             description="study id(s), repeat or comma-separate; `all` pools every study; default: the newest"
         ),

@@ -9,7 +9,14 @@ from pydantic import BaseModel
 
 from service.store import StudyView, TrialView
 
-__all__ = ["ProgressOut", "StudyLinks", "StudyOut", "TrialOut"]
+__all__ = ["ProgressOut", "ReadinessOut", "StudyLinks", "StudyOut", "TrialOut"]
+
+
+class ReadinessOut(BaseModel):
+    status: str  # ready | not ready
+    database: dict[str, Any]  # {"reachable": bool, "backend": str, "detail"?: str}
+    ray: dict[str, Any]  # {"reachable": bool, "url": str, "status_code"? | "detail"?}
+    mlflow: dict[str, Any]
 
 
 class ProgressOut(BaseModel):

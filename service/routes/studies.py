@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
-from pydantic import ValidationError
 
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
-from service.errors import ClusterUnavailableError, InvalidSpecError, SpecTooLargeError
+from service.errors import ClusterUnavailableError, error_responses
 from service.ports import Dispatcher
 from service.routes.schemas import StudyOut, TrialOut
 from service.routes.sessions import EngineDep, ReadSessionDep
+from service.routes.spec_body import read_spec
+from service.routes.text import StorableText
 from service.store import (
     Phase,
     StudyStatus,
@@ -27,7 +28,7 @@ from service.store import (
     session_scope,
     set_study_status,
 )
-from studies.spec import SpecFormatError, StudySpec, parse_spec_text
+from studies.spec import StudySpec
 
 __all__ = ["router"]
 
@@ -49,21 +50,7 @@ _SPEC_BODY = {
 
 async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     """Parse and validate the body by its content type, with the server's study limits."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > settings.max_spec_bytes:
-        raise SpecTooLargeError(f"the spec is larger than {settings.max_spec_bytes} bytes")
-    body = await request.body()
-    if len(body) > settings.max_spec_bytes:
-        raise SpecTooLargeError(f"the spec is larger than {settings.max_spec_bytes} bytes")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecFormatError(f"the spec is not UTF-8 text: {exc}") from exc
-    data = parse_spec_text(text, request.headers.get("content-type"))
-    try:
-        return StudySpec.model_validate(data, context={"limits": settings.study_limits})
-    except ValidationError as exc:
-        raise InvalidSpecError(exc) from exc
+    return await read_spec(request, settings)
 
 
 @router.post(
@@ -72,6 +59,7 @@ async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     response_model=StudyOut,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
+    responses=error_responses(401, 413, 415, 422),
     summary="Submit a study (stored as queued; the background loop starts it)",
 )
 def submit_study(
@@ -89,20 +77,30 @@ def submit_study(
 def read_studies(
     session: ReadSessionDep,
     status: StudyStatus | None = None,
-    dataset: str | None = None,
+    dataset: StorableText | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[StudyOut]:
     return [StudyOut.from_view(s) for s in list_studies(session, status=status, dataset=dataset, limit=limit)]
 
 
-@router.get("/{study_id}", response_model=StudyOut, summary="A study with its progress")
-def read_study(study_id: str, session: ReadSessionDep) -> StudyOut:
+@router.get(
+    "/{study_id}",
+    response_model=StudyOut,
+    responses=error_responses(404),
+    summary="A study with its progress",
+)
+def read_study(study_id: StorableText, session: ReadSessionDep) -> StudyOut:
     return StudyOut.from_view(get_study(session, study_id=study_id))
 
 
-@router.get("/{study_id}/trials", response_model=list[TrialOut], summary="A study's trials, oldest first")
+@router.get(
+    "/{study_id}/trials",
+    response_model=list[TrialOut],
+    responses=error_responses(404),
+    summary="A study's trials, oldest first",
+)
 def read_trials(
-    study_id: str,
+    study_id: StorableText,
     session: ReadSessionDep,
     phase: Phase | None = None,
     status: TrialStatus | None = None,
@@ -117,9 +115,10 @@ def read_trials(
     "/{study_id}/cancel",
     response_model=StudyOut,
     dependencies=[AuthDep],
+    responses=error_responses(401, 404, 409, 503),
     summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
 )
-def cancel_study(study_id: str, engine: EngineDep, dispatcher: DispatcherDep) -> StudyOut:
+def cancel_study(study_id: StorableText, engine: EngineDep, dispatcher: DispatcherDep) -> StudyOut:
     # The Ray call runs outside every transaction: a slow or hanging dashboard must not hold the
     # database lock (SQLite) or the study's row (PostgreSQL) that the drivers need to record trials.
     stopped: set[str] = set()
