@@ -14,7 +14,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
 from service.store import (
     InvalidStatusTransitionError,
@@ -160,21 +160,25 @@ def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors, except that a 405 names every method of the path in `Allow`: Starlette
     answers from the first route that matched the path, and /studies is one route per method."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code != 405:
         return await http_exception_handler(request, exc)
-    allowed = {
+    # Ask the router which methods would fully match this path (included routers hide their routes).
+    allowed = [
         method
-        for route in request.app.router.routes
-        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE
-        for method in route.methods or ()
-    }
-    return JSONResponse(
-        {"detail": exc.detail}, status_code=405, headers={"Allow": ", ".join(sorted(allowed))}
-    )
+        for method in _HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    return JSONResponse({"detail": exc.detail}, status_code=405, headers={"Allow": ", ".join(allowed)})
 
 
 def install_error_handlers(app: FastAPI) -> None:
