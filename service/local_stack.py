@@ -19,6 +19,14 @@ def ray_auth_env(token: str) -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
 
 
+def _node_env(token: str) -> dict[str, str]:
+    # Jobs run `python -m workers.driver`: put this environment's interpreter first on their PATH.
+    return {
+        **ray_auth_env(token),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
 def mlflow_server(
     *,
     data_dir: Path,
@@ -95,12 +103,7 @@ def ray_head(
         argv.append(f"--num-gpus={num_gpus}")
     # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
     argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
-    # Jobs run `python -m workers.driver`: put this environment's interpreter first on their PATH.
-    env = {
-        **ray_auth_env(token),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        **(extra_env or {}),
-    }
+    env = {**_node_env(token), **(extra_env or {})}
     return ManagedProcess(
         name="ray-head",
         argv=argv,
@@ -141,10 +144,7 @@ def ray_worker(
         argv.append(f"--num-gpus={num_gpus}")
     if temp_dir is not None:
         argv.append(f"--temp-dir={temp_dir}")
-    env = {
-        **ray_auth_env(token),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = _node_env(token)
     # A worker node serves no HTTP: `ray start` says so in its log once the node has joined.
     return ManagedProcess(
         name=name,

@@ -365,28 +365,25 @@ class IntRange(_Strict):
         return self
 
 
-class Choice(_Strict):
+class _Values(_Strict):
+    values: list[Scalar] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _unique(cls, values: list[Scalar]) -> list[Scalar]:
+        return _check_unique(values)
+
+
+class Choice(_Values):
     """One of `values`, picked by the tuner (kind: compare)."""
 
     type: Literal["choice"]
-    values: list[Scalar] = Field(min_length=1)
-
-    @field_validator("values")
-    @classmethod
-    def _unique(cls, values: list[Scalar]) -> list[Scalar]:
-        return _check_unique(values)
 
 
-class Grid(_Strict):
+class Grid(_Values):
     """Every one of `values`, each run on every seed (kind: grid)."""
 
     type: Literal["grid"]
-    values: list[Scalar] = Field(min_length=1)
-
-    @field_validator("values")
-    @classmethod
-    def _unique(cls, values: list[Scalar]) -> list[Scalar]:
-        return _check_unique(values)
 
 
 class Fixed(_Strict):
