@@ -27,6 +27,16 @@ def _node_env(token: str) -> dict[str, str]:
     }
 
 
+def _resource_args(num_cpus: int | None, num_gpus: int | None) -> list[str]:
+    """`ray start` flags for the node's resources; None lets Ray detect them."""
+    args = []
+    if num_cpus is not None:
+        args.append(f"--num-cpus={num_cpus}")
+    if num_gpus is not None:
+        args.append(f"--num-gpus={num_gpus}")
+    return args
+
+
 def mlflow_server(
     *,
     data_dir: Path,
@@ -97,10 +107,7 @@ def ray_head(
         "--disable-usage-stats",
         "--block",
     ]
-    if num_cpus is not None:
-        argv.append(f"--num-cpus={num_cpus}")
-    if num_gpus is not None:
-        argv.append(f"--num-gpus={num_gpus}")
+    argv += _resource_args(num_cpus, num_gpus)
     # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
     argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
     env = {**_node_env(token), **(extra_env or {})}
@@ -138,10 +145,7 @@ def ray_worker(
         "--disable-usage-stats",
         "--block",
     ]
-    if num_cpus is not None:
-        argv.append(f"--num-cpus={num_cpus}")
-    if num_gpus is not None:
-        argv.append(f"--num-gpus={num_gpus}")
+    argv += _resource_args(num_cpus, num_gpus)
     if temp_dir is not None:
         argv.append(f"--temp-dir={temp_dir}")
     env = _node_env(token)

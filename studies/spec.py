@@ -242,7 +242,7 @@ def _fmt(x: float | None) -> str:
 _AUTONORM_S = ("autonorm_s",)
 _GATED = ("autonorm_s", "autonorm")
 
-# Knob -> the model config field it sets (workers.training.config.MODEL_KNOBS; a test keeps them in sync).
+# Knob -> the model config field it sets; workers.training.config.MODEL_KNOBS builds on this table.
 KNOB_MODEL_FIELDS: dict[str, str] = {
     "width_expansion": "mlp_ratio",
     "skip_scale": "skip_scale",

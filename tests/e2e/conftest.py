@@ -77,15 +77,10 @@ def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def running_service(tmp_path_factory) -> RunningService:
-    data_dir = tmp_path_factory.mktemp("normlab-data")
-    # Ray's unix sockets live under its temp dir; keep the path short (107-byte limit).
-    ray_temp = Path("/tmp") / f"nl-e2e-{uuid.uuid4().hex[:6]}"
-    env = serve_environment(data_dir, ray_temp)
-    log_path = data_dir / "serve.log"
+def start_serve(env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """`normlab serve` as a user starts it, in its own process group (so a test can send it Ctrl-C)."""
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [str(Path(sys.executable).parent / "normlab"), "serve"],
             cwd=REPO,
             env=env,
@@ -93,6 +88,16 @@ def running_service(tmp_path_factory) -> RunningService:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+@pytest.fixture(scope="session")
+def running_service(tmp_path_factory) -> RunningService:
+    data_dir = tmp_path_factory.mktemp("normlab-data")
+    # Ray's unix sockets live under its temp dir; keep the path short (107-byte limit).
+    ray_temp = Path("/tmp") / f"nl-e2e-{uuid.uuid4().hex[:6]}"
+    env = serve_environment(data_dir, ray_temp)
+    log_path = data_dir / "serve.log"
+    process = start_serve(env, log_path)
     service = RunningService(
         api_url=f"http://127.0.0.1:{env['NORMLAB_API_PORT']}",
         mlflow_url=f"http://127.0.0.1:{env['NORMLAB_MLFLOW_PORT']}",

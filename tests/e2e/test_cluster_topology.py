@@ -8,8 +8,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from service.local_stack import mlflow_server, ray_head, ray_worker
 from service.processes import free_port, http_ok, wait_until
 from service.store import list_trials, make_engine, session_scope
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import start_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -119,15 +117,7 @@ def api(cluster, tmp_path_factory):
         }
     )
     log_path = tmp_path_factory.mktemp("api") / "api.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "normlab"), "serve"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = start_serve(env, log_path)
     url = f"http://127.0.0.1:{port}"
     try:
         assert wait_until(lambda: process.poll() is not None or http_ok(f"{url}/healthz"), timeout=180)

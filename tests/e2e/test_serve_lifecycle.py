@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import httpx
 import pytest
 
 from service.processes import http_ok, wait_until
-from tests.e2e.conftest import REPO, serve_environment
+from tests.e2e.conftest import serve_environment, start_serve
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +28,7 @@ def test_serve_starts_mlflow_ray_and_the_api_and_ctrl_c_stops_them_all(tmp_path)
     api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
     mlflow = f"http://127.0.0.1:{env['NORMLAB_MLFLOW_PORT']}/health"
     log_path = tmp_path / "serve.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "normlab"), "serve"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = start_serve(env, log_path)
     try:
         assert wait_until(lambda: process.poll() is not None or http_ok(f"{api}/healthz"), timeout=300)
         assert process.poll() is None, log_path.read_text()

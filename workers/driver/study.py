@@ -253,7 +253,7 @@ def _tune_method(
             search_alg=searcher,
             scheduler=scheduler,
         ),
-        run_config=_run_config(spec, ctx, name, metric_key="objective", client=client, parent=parent),
+        run_config=_run_config(spec, ctx, name, metric_key="objective", parent=parent),
     )
     results = tuner.fit()
     _finalize_mlflow_runs(results, client, parent.experiment_id)
@@ -272,9 +272,7 @@ def _run_variants(spec, ctx, base, variants, *, phase: str, metric, client, pare
         _trainable(spec),
         param_space=param_space,
         tune_config=tune.TuneConfig(num_samples=1),
-        run_config=_run_config(
-            spec, ctx, name, metric_key=f"test_{metric.name}", client=client, parent=parent
-        ),
+        run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
     )
     _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id)
 
@@ -323,9 +321,7 @@ def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _run_config(
-    spec: StudySpec, ctx: DriverContext, name: str, *, metric_key: str, client, parent
-) -> tune.RunConfig:
+def _run_config(spec: StudySpec, ctx: DriverContext, name: str, *, metric_key: str, parent) -> tune.RunConfig:
     return tune.RunConfig(
         name=name,
         storage_path=str(ctx.results_dir),

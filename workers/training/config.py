@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from studies.spec import KNOB_MODEL_FIELDS
+
 __all__ = [
     "MODEL_KNOBS",
     "ORCHESTRATION_KEYS",
@@ -34,16 +36,9 @@ TRAINING_KNOBS = frozenset({"t_freeze", "eps_h"})
 
 # Knob name -> model config field. `tau` goes into norm_options and is handled separately.
 MODEL_KNOBS: dict[str, str] = {
-    "width_expansion": "mlp_ratio",
+    **KNOB_MODEL_FIELDS,  # the knobs a study spec may search (one table, owned by studies.spec)
+    # Config fields a trial config may also set directly by their own names.
     "mlp_ratio": "mlp_ratio",
-    "skip_scale": "skip_scale",
-    "init_scale": "init_scale",
-    "norm_placement": "norm_placement",
-    "activation": "activation",
-    "branch": "branch",
-    "dropout": "dropout",
-    "drop_path": "drop_path",
-    "layer_scale_init": "layer_scale_init",
     "depth": "depth",
     "dim": "dim",
     "heads": "heads",
