@@ -7,6 +7,9 @@
 
 beta is `skip_scale` (the branch-to-skip ratio; the skip path has gain 1), LS is LayerScale (identity
 when disabled) and DropPath drops the whole branch per sample.
+
+Blocks take an optional `token_mask` (B, T) bool (True = real token) and hand it to token-conditioned
+norms only (AutoNorm, FiLM: their token mean skips pads); one-argument norms never see it.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import torch
 from torch import nn
 
 from models.layers import Attention, DropPath, LayerScale, MlpBranch
+from models.norms.conditioning import apply_norm
 
-__all__ = ["PLACEMENTS", "MlpBlock", "ResidualUnit", "TransformerBlock"]
+__all__ = ["PLACEMENTS", "MlpBlock", "ResidualUnit", "TransformerBlock", "residual_branches"]
 
 PLACEMENTS = ("pre", "post", "output", "none")
 NormLayer = Callable[[int], nn.Module]
@@ -51,14 +55,17 @@ class ResidualUnit(nn.Module):
         out = self.branch(x, **kwargs) if kwargs else self.branch(x)
         return self.drop_path(self.layer_scale(out)) * self.skip_scale
 
-    def forward(self, h: torch.Tensor, **kwargs: torch.Tensor | None) -> torch.Tensor:  # (B, T, D)
+    def forward(
+        self, h: torch.Tensor, *, token_mask: torch.Tensor | None = None, **kwargs: torch.Tensor | None
+    ) -> torch.Tensor:  # (B, T, D); kwargs go to the branch (the attention mask)
         if self.placement == "pre":
-            return h + self._branch(self.norm(h), **kwargs)
+            return h + self._branch(apply_norm(self.norm, h, token_mask), **kwargs)
         if self.placement == "post":
-            return self.norm(h + self._branch(h, **kwargs))
+            return apply_norm(self.norm, h + self._branch(h, **kwargs), token_mask)
         if self.placement == "output":
             out = self.branch(h, **kwargs) if kwargs else self.branch(h)
-            return h + self.drop_path(self.layer_scale(self.norm(out))) * self.skip_scale
+            out = apply_norm(self.norm, out, token_mask)
+            return h + self.drop_path(self.layer_scale(out)) * self.skip_scale
         return h + self._branch(h, **kwargs)
 
 
@@ -90,8 +97,11 @@ class TransformerBlock(nn.Module):
         self.attn = ResidualUnit(dim, Attention(dim, heads, dropout), **common)
         self.mlp = ResidualUnit(dim, MlpBranch(dim, mlp_ratio, activation, branch, dropout), **common)
 
-    def forward(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.mlp(self.attn(h, mask=mask))  # (B, T, D)
+    def forward(
+        self, h: torch.Tensor, mask: torch.Tensor | None = None, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        h = self.attn(h, mask=mask, token_mask=token_mask)
+        return self.mlp(h, token_mask=token_mask)  # (B, T, D)
 
 
 class MlpBlock(nn.Module):
@@ -112,5 +122,13 @@ class MlpBlock(nn.Module):
             dim, MlpBranch(dim, mlp_ratio, activation, branch), norm_layer, placement, skip_scale
         )
 
-    def forward(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.mlp(h)
+    def forward(
+        self, h: torch.Tensor, mask: torch.Tensor | None = None, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.mlp(h, token_mask=token_mask)
+
+
+def residual_branches(module: nn.Module) -> list[nn.Module]:
+    """The branch f of every residual unit inside `module` (attention and MLP): what the branch init
+    scale alpha applies to. Norms, LayerScale and everything outside the blocks are not branches."""
+    return [unit.branch for unit in module.modules() if isinstance(unit, ResidualUnit)]

@@ -21,7 +21,7 @@ class TransformerConfig:
     norm_options: dict[str, Any] = field(default_factory=dict)  # passed to build_norm, e.g. {"tau": 0.5}
     norm_placement: str = "pre"  # pre | post | output | none
     skip_scale: float = 1.0  # beta: branch-to-skip ratio, h + beta * f(...)
-    init_scale: float = 1.0  # alpha: multiplies the init std (0.02) of every branch weight
+    init_scale: float = 1.0  # alpha: multiplies the init std (0.02) of the attention and MLP branch weights
     activation: str = "gelu"  # gelu | relu | tanh
     branch: str = "two_matrix"  # two_matrix (W_down act(W_up x)) | one_matrix (act(W x))
 

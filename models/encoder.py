@@ -1,6 +1,11 @@
 """Transformer encoder for token sequences with three heads:
 sequence (B, T) -> (B, num_classes) by masked mean pooling over non-pad tokens;
-token (B, T) -> (B, T, num_classes); lm (B, T) -> (B, T, vocab_size) with causal attention."""
+token (B, T) -> (B, T, num_classes); lm (B, T) -> (B, T, vocab_size) with causal attention.
+
+Pad tokens (pad_id) are never attended to, are excluded from pooling, and are excluded from the token
+mean that AutoNorm's selector and FiLM's modulator read, so padding a batch further changes nothing.
+Note: that token mean spans the whole sequence, so with the lm head an AutoNorm / FiLM layer lets
+later tokens influence earlier positions' gates (attention stays causal)."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ class EncoderConfig(TransformerConfig):
     max_len: int = 128  # learnable positions; longer inputs are rejected
     num_classes: int = 2  # outputs of the sequence / token heads
     head: str = "sequence"  # sequence | token | lm
-    pad_id: int = 0  # pad tokens are never attended to and are excluded from pooling
+    pad_id: int = 0  # pad tokens: never attended to, excluded from pooling and from norms' token means
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -60,6 +65,12 @@ class Encoder(TokenTransformer):
         # Every query may attend to itself, so an all-pad row never yields a NaN softmax.
         eye = torch.eye(tokens, dtype=torch.bool, device=x.device)
         return keys | eye  # (B, 1, T, T)
+
+    def token_mask(self, x: torch.Tensor) -> torch.Tensor | None:
+        real = x != self.config.pad_id  # (B, T)
+        # A pad-free batch passes None: the norms then keep their plain token mean (the unmasked fused
+        # kernel on CPU), which is the same function without the per-token weights.
+        return None if bool(real.all()) else real
 
     def readout(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if self.config.head != "sequence":

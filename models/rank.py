@@ -8,9 +8,9 @@
 - branch Jacobian J_f = W_down diag(act'(W_up x)) W_up in closed form;
 - mean-spike ratio ||mean component of Z|| / ||Z||.
 
-Everything works on any backbone with `embed(x) -> (B, T, D)`, `attention_mask(x)`, `blocks` and
-`forward_blocks(h, mask)` (every model `models.build_model` returns). Measurements run on a float64 eval
-copy of the model, so the caller's model is untouched.
+Everything works on any backbone with `embed(x) -> (B, T, D)`, `attention_mask(x)`, `token_mask(x)`,
+`blocks` and `forward_blocks(h, mask, token_mask)` (every model `models.build_model` returns).
+Measurements run on a float64 eval copy of the model, so the caller's model is untouched.
 """
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ def hidden_states(model: nn.Module, example_input: torch.Tensor) -> list[torch.T
     model = _float64_eval_copy(model)
     x = _one_example(example_input, model)
     h = model.embed(x)  # (1, T, D)
-    mask = model.attention_mask(x)
+    mask, token_mask = model.attention_mask(x), model.token_mask(x)
     states = [h[0]]
     for block in model.blocks:
-        h = block(h, mask=mask)
+        h = block(h, mask=mask, token_mask=token_mask)
         states.append(h[0])
     return states
 
@@ -147,11 +147,11 @@ def token_jacobian(model: nn.Module, example_input: torch.Tensor, token: int = 0
     x = _one_example(example_input, model)
     with torch.no_grad():
         h0 = model.embed(x)  # (1, T, D)
-    mask = model.attention_mask(x)
+    mask, token_mask = model.attention_mask(x), model.token_mask(x)
 
     def stack(vector: torch.Tensor) -> torch.Tensor:  # (D,) -> (D,)
         h = torch.cat([h0[:, :token], vector.reshape(1, 1, -1), h0[:, token + 1 :]], dim=1)
-        return model.forward_blocks(h, mask)[0, token]
+        return model.forward_blocks(h, mask, token_mask)[0, token]
 
     return input_output_jacobian(stack, h0[0, token])
 

@@ -12,9 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.blocks import MlpBlock
+from models.blocks import MlpBlock, residual_branches
 from models.layers import fan_in_init
 from models.norms import norm_factory
+from models.norms.conditioning import zero_init_conditioning
 
 __all__ = ["ResidualMLP", "ResidualMLPConfig"]
 
@@ -28,7 +29,7 @@ class ResidualMLPConfig:
     norm_options: dict[str, Any] = field(default_factory=dict)  # passed to build_norm
     norm_placement: str = "pre"  # pre | post | output | none
     skip_scale: float = 1.0  # beta: branch-to-skip ratio
-    init_scale: float = 1.0  # alpha: weights ~ N(0, alpha^2 / fan_in)
+    init_scale: float = 1.0  # alpha: branch weights ~ N(0, alpha^2 / fan_in); norms keep their own init
     activation: str = "relu"  # relu | gelu | tanh
     branch: str = "two_matrix"  # two_matrix | one_matrix
 
@@ -51,7 +52,9 @@ class ResidualMLP(nn.Module):
             for _ in range(config.depth)
         )
         self.final_norm = nn.Identity()
-        fan_in_init(self.blocks, gain=config.init_scale)
+        for branch in residual_branches(self.blocks):
+            fan_in_init(branch, gain=config.init_scale)
+        zero_init_conditioning(self)  # AutoNorm gates at (0.5, 0.5), FiLM = plain LN, as documented
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.dim() == 3 else x.unsqueeze(0)  # (B, T, D)
@@ -59,9 +62,14 @@ class ResidualMLP(nn.Module):
     def attention_mask(self, x: torch.Tensor) -> None:
         return None
 
-    def forward_blocks(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def token_mask(self, x: torch.Tensor) -> None:
+        return None
+
+    def forward_blocks(
+        self, h: torch.Tensor, mask: torch.Tensor | None = None, token_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         for block in self.blocks:
-            h = block(h)
+            h = block(h, token_mask=token_mask)
         return h
 
     def readout(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

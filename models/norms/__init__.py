@@ -2,6 +2,7 @@
 
 from models.norms.adanorm import AdaNorm
 from models.norms.autonorm import AutoNorm, NormSelector, gate_entropy
+from models.norms.conditioning import TokenConditionedNorm, apply_norm, zero_init_conditioning
 from models.norms.dyt import DyT
 from models.norms.factory import NORM_KINDS, build_norm, norm_factory
 from models.norms.film import FiLMNorm
@@ -20,6 +21,8 @@ __all__ = [
     "LayerNorm",
     "NormSelector",
     "RandomSelectorNorm",
+    "TokenConditionedNorm",
+    "apply_norm",
     "build_norm",
     "gate_entropy",
     "gate_summary",
@@ -29,4 +32,5 @@ __all__ = [
     "mixed_norm_reference",
     "norm_factory",
     "selector_parameters",
+    "zero_init_conditioning",
 ]

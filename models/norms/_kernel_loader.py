@@ -119,13 +119,13 @@ def _declare(library: ctypes.CDLL) -> None:
     library.autonorm_work_width.argtypes = [i64, i64, i64]
     library.autonorm_forward.restype = None
     library.autonorm_forward.argtypes = [
-        *(ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
+        *(ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
         *(f32, i32, f32, i64, i64, i64, i64, i32),
         *(ptr, ptr, ptr),
     ]
     library.autonorm_backward.restype = None
     library.autonorm_backward.argtypes = [
-        *(ptr, ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
+        *(ptr, ptr, f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
         *(f32, i32, i64, i64, i64, i64, i32),
         *(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr),
     ]

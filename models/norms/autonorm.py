@@ -3,12 +3,15 @@
     AutoNorm(X) = w_DyT(X) * DyT(X) + w_LN(X) * LN(X)
 
 The gate comes from a NormSelector MLP on the token mean of the layer input ((B, T, D) -> (B, D) ->
-hidden -> 2 logits, index 0 = DyT, index 1 = LN). Training uses a soft Gumbel-Softmax with temperature
+hidden -> 2 logits, index 0 = DyT, index 1 = LN); given a `token_mask`, the mean runs over real tokens
+only, so padding never moves a gate. Training uses a soft Gumbel-Softmax with temperature
 tau (a hard straight-through sample is an option); eval uses the noise-free softmax, so evaluation is
 deterministic. The gate is computed in float32 even under autocast (fp16 Gumbel noise is a NaN source).
 
 Documented choices where the paper is silent: the selector's hidden width is max(8, D // 4) with GELU,
-and its last layer is zero-initialised, so every gate starts at (0.5, 0.5) with entropy ln 2.
+and its last layer is zero-initialised (`zero_init_last`, which backbones call again after their own
+init), so every gate starts at exactly (0.5, 0.5) with entropy ln 2. The selector's first layer keeps
+torch's default Linear init: the backbone's branch init scale never touches it.
 AutoNorm-S is this layer plus `GateFreezer` (models/norms/freeze.py).
 """
 
@@ -21,7 +24,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.norms.autonorm_fused import autonorm_fused
-from models.norms.mixed import _fast_path_applies, as_samples, mixed_norm, token_mean
+from models.norms.conditioning import TokenConditionedNorm
+from models.norms.mixed import (
+    _fast_path_applies,
+    as_samples,
+    mixed_norm,
+    sample_token_mask,
+    token_mean,
+    token_weights,
+)
 
 __all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
 
@@ -48,6 +59,9 @@ class NormSelector(nn.Module):
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(hidden, 2)
+        self.zero_init_last()
+
+    def zero_init_last(self) -> None:
         nn.init.zeros_(self.fc2.weight)
         nn.init.zeros_(self.fc2.bias)
 
@@ -58,7 +72,7 @@ class NormSelector(nn.Module):
         return F.linear(self.act(hidden), self.fc2.weight.to(dtype), self.fc2.bias.to(dtype))  # (B, 2)
 
 
-class AutoNorm(nn.Module):
+class AutoNorm(TokenConditionedNorm):
     def __init__(
         self,
         dim: int,
@@ -81,11 +95,17 @@ class AutoNorm(nn.Module):
         # Noise-free probabilities of the last forward, (B, 2), detached: what gate_summary reads.
         self.last_probs: torch.Tensor | None = None
 
-    def gate(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, T, D) -> (mixing weights (B, 2), noise-free probabilities (B, 2)), both float32."""
+    def zero_init_last(self) -> None:
+        self.selector.zero_init_last()
+
+    def gate(
+        self, xs: torch.Tensor, token_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, D) and an optional (B, T) mask of real tokens -> (mixing weights (B, 2), noise-free
+        probabilities (B, 2)), both float32."""
         with torch.autocast(device_type=xs.device.type, enabled=False):
             gate_dtype = torch.promote_types(xs.dtype, torch.float32)
-            pooled = token_mean(xs).to(gate_dtype)  # (B, D)
+            pooled = token_mean(xs, token_mask).to(gate_dtype)  # (B, D)
             logits = self.selector(pooled)  # (B, 2)
             probs = logits.softmax(dim=-1)
             if self.training:
@@ -94,16 +114,22 @@ class AutoNorm(nn.Module):
                 weights = probs
         return weights, probs
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
+        mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
         params = self.kernel_parameters()
         if _fast_path_applies(xs) and _all_float32(params):
-            y, probs = autonorm_fused(xs, params, self.training, self.tau, self.hard, self.eps)
+            # The kernel pools with per-token weights when a mask is given (1 / n_real on real tokens,
+            # 0 on pads), so padded batches keep the fused path; no mask keeps the plain 1 / T mean.
+            pool_weights = None if mask is None else token_weights(mask, torch.float32).contiguous()
+            y, probs = autonorm_fused(
+                xs, params, self.training, self.tau, self.hard, self.eps, token_weights=pool_weights
+            )
             # Already non-differentiable. A plain attribute (never a parameter or buffer), so it skips
             # nn.Module.__setattr__'s registry checks on this per-step path.
             self.__dict__["last_probs"] = probs
             return y if x.dim() == 3 else y.reshape(x.shape)
-        weights, probs = self.gate(xs)
+        weights, probs = self.gate(xs, mask)
         self.last_probs = probs.detach()
         w_dyt = weights[:, DYT_INDEX : DYT_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
         w_ln = weights[:, LN_INDEX : LN_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)

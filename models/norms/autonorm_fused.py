@@ -8,7 +8,8 @@ gate and affine parameters and the mixed norm all run inside `autonorm_forward` 
 (kernels/mixed_norm_cpu.c), which visit each sample's rows while they are in L2. Python only allocates
 the outputs and draws the Gumbel noise with torch's generator, so `torch.manual_seed` reproduces a run
 exactly as on the eager path. `AutoNorm` dispatches here only when `mixed._fast_path_applies`; the eager
-module path defines the semantics and tests check the two agree.
+module path defines the semantics and tests check the two agree. Padded batches stay on this path: the
+token mean then takes per-token weights (`mixed.token_weights`, 0 on pads) instead of 1 / T.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def _work_buffer(numel: int) -> torch.Tensor:
 class _AutoNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx, x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2, exp_noise, tau: float, hard: bool, eps: float
-    ):  # type: ignore[no-untyped-def]
+        ctx, x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2, exp_noise, token_weights,
+        tau: float, hard: bool, eps: float,
+    ):  # type: ignore[no-untyped-def]  # fmt: skip
         lib = load_mixed_norm_library()
         assert lib is not None
         batch, tokens, dim = x.shape
@@ -69,10 +71,11 @@ class _AutoNormFunction(torch.autograd.Function):
         lib.autonorm_forward(
             x.data_ptr(), alpha_value, dyt_w.data_ptr(), dyt_b.data_ptr(), ln_w.data_ptr(), ln_b.data_ptr(),
             w1.data_ptr(), b1.data_ptr(), w2.data_ptr(), b2.data_ptr(),
-            None if exp_noise is None else exp_noise.data_ptr(), tau, int(hard), eps,
+            None if exp_noise is None else exp_noise.data_ptr(),
+            None if token_weights is None else token_weights.data_ptr(), tau, int(hard), eps,
             batch, tokens, dim, hidden, torch.get_num_threads(), y.data_ptr(), state.data_ptr(), probs.data_ptr(),
         )  # fmt: skip
-        ctx.save_for_backward(x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2)
+        ctx.save_for_backward(x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2, token_weights)
         ctx.alpha_value, ctx.alpha_shape = alpha_value, alpha.shape
         ctx.tau = 1.0 if exp_noise is None else tau  # eval differentiates the plain softmax
         ctx.mark_non_differentiable(probs)
@@ -91,10 +94,10 @@ class _AutoNormFunction(torch.autograd.Function):
 def _backward(ctx, grad):  # type: ignore[no-untyped-def]
     """Gradients of x and the nine parameters of `_AutoNormFunction.forward` (None for the rest)."""
     if grad is None:  # only reachable with materialize_grads off: nothing flowed into y
-        return (None,) * 14
+        return (None,) * 15
     lib = load_mixed_norm_library()
     assert lib is not None
-    x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2 = ctx.saved_tensors
+    x, state, dyt_w, dyt_b, ln_w, ln_b, w1, w2, token_weights = ctx.saved_tensors
     grad = grad.contiguous()
     batch, tokens, dim = x.shape
     hidden = w1.shape[0]
@@ -117,12 +120,13 @@ def _backward(ctx, grad):  # type: ignore[no-untyped-def]
         selector_ptrs = (None, None, None, None)
     lib.autonorm_backward(
         grad.data_ptr(), x.data_ptr(), ctx.alpha_value, dyt_w.data_ptr(), dyt_b.data_ptr(),
-        ln_w.data_ptr(), ln_b.data_ptr(), w1.data_ptr(), w2.data_ptr(), state.data_ptr(), ctx.tau,
+        ln_w.data_ptr(), ln_b.data_ptr(), w1.data_ptr(), w2.data_ptr(), state.data_ptr(),
+        None if token_weights is None else token_weights.data_ptr(), ctx.tau,
         int(d_w1 is not None), batch, tokens, dim, hidden, torch.get_num_threads(),
         dx.data_ptr(), work.data_ptr(), d_alpha.data_ptr(), d_dyt_w.data_ptr(), d_dyt_b.data_ptr(),
         d_ln_w.data_ptr(), d_ln_b.data_ptr(), *selector_ptrs,
     )  # fmt: skip
-    return dx, d_alpha, d_dyt_w, d_dyt_b, d_ln_w, d_ln_b, d_w1, d_b1, d_w2, d_b2, None, None, None, None
+    return dx, d_alpha, d_dyt_w, d_dyt_b, d_ln_w, d_ln_b, d_w1, d_b1, d_w2, d_b2, None, None, None, None, None
 
 
 _backward_refusing_double_backward = once_differentiable(_backward)
@@ -134,19 +138,36 @@ _apply = super(torch.autograd.Function, _AutoNormFunction).apply
 
 
 def autonorm_fused(
-    xs: torch.Tensor, params: tuple[torch.Tensor, ...], training: bool, tau: float, hard: bool, eps: float
+    xs: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    training: bool,
+    tau: float,
+    hard: bool,
+    eps: float,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """AutoNorm on xs (B, T, D) float32 CPU -> (y (B, T, D), noise-free probs (B, 2)).
 
     params: float32 (dyt_alpha, dyt_weight, dyt_bias, ln_weight, ln_bias, fc1.weight, fc1.bias,
-    fc2.weight, fc2.bias) as `AutoNorm.kernel_parameters` lists them. The kernel only runs C, so
-    autocast has nothing to cast here: the gate is float32 whatever autocast is active.
+    fc2.weight, fc2.bias) as `AutoNorm.kernel_parameters` lists them. token_weights: None for the plain
+    token mean, else contiguous float32 (B, T) pooling weights (`mixed.token_weights` of the mask). The
+    kernel only runs C, so autocast has nothing to cast here: the gate is float32 whatever autocast is
+    active.
     """
     # Training: a standard exponential draw E per logit; the kernel turns it into Gumbel noise -log(E),
     # consuming torch's generator exactly as torch.nn.functional.gumbel_softmax does.
     exp_noise = torch.empty(xs.shape[0], 2).exponential_() if training else None
+    if token_weights is not None:
+        # The kernel reads B * T floats through a raw pointer: a wrong shape or dtype would read garbage.
+        if token_weights.shape != xs.shape[:2] or token_weights.dtype != torch.float32:
+            raise ValueError(
+                f"token_weights must be float32 {tuple(xs.shape[:2])}, got "
+                f"{token_weights.dtype} {tuple(token_weights.shape)}"
+            )
+        token_weights = token_weights.contiguous()
     alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2 = params
     return _apply(
         xs.contiguous(), alpha, dyt_w.contiguous(), dyt_b.contiguous(), ln_w.contiguous(), ln_b.contiguous(),
-        w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous(), exp_noise, tau, hard, eps,
+        w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous(), exp_noise, token_weights,
+        tau, hard, eps,
     )  # fmt: skip

@@ -1,29 +1,35 @@
 """FiLM norm: affine-free LayerNorm modulated per sample by gamma = 1 + dgamma and beta, both
-predicted from the token mean of the layer input by a small MLP. The MLP's last layer is zero-initialised,
-so at init the layer is exactly plain LayerNorm (gamma = 1, beta = 0)."""
+predicted from the token mean of the layer input by a small MLP (on padded sequences, the mean over
+real tokens only). The MLP's last layer is zero-initialised, so at init the layer is exactly plain
+LayerNorm (gamma = 1, beta = 0)."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from models.norms.mixed import as_samples, mixed_norm, token_mean
+from models.norms.conditioning import TokenConditionedNorm
+from models.norms.mixed import as_samples, mixed_norm, sample_token_mask, token_mean
 
 __all__ = ["FiLMNorm"]
 
 
-class FiLMNorm(nn.Module):
+class FiLMNorm(TokenConditionedNorm):
     def __init__(self, dim: int, hidden: int | None = None, eps: float = 1e-5) -> None:
         super().__init__()
         hidden = hidden or max(8, dim // 4)
         self.eps = eps
         self.modulator = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, 2 * dim))
+        self.zero_init_last()
+
+    def zero_init_last(self) -> None:
         nn.init.zeros_(self.modulator[-1].weight)
         nn.init.zeros_(self.modulator[-1].bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
-        dgamma, beta = self.modulator(token_mean(xs)).chunk(2, dim=-1)  # (B, D) each
+        mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
+        dgamma, beta = self.modulator(token_mean(xs, mask)).chunk(2, dim=-1)  # (B, D) each
         gamma = 1.0 + dgamma
         no_tanh = torch.zeros_like(gamma)
         y = mixed_norm(xs, gamma.new_zeros(()), gamma, no_tanh, beta, eps=self.eps)

@@ -18,7 +18,14 @@ import torch.nn.functional as F
 
 from models.norms._kernel_loader import load_mixed_norm_library
 
-__all__ = ["as_samples", "mixed_norm", "mixed_norm_reference", "token_mean"]
+__all__ = [
+    "as_samples",
+    "mixed_norm",
+    "mixed_norm_reference",
+    "sample_token_mask",
+    "token_mean",
+    "token_weights",
+]
 
 
 def as_samples(x: torch.Tensor) -> torch.Tensor:
@@ -52,8 +59,29 @@ class _TokenMean(torch.autograd.Function):
         return (grad / tokens).unsqueeze(-2).expand(ctx.shape)
 
 
-def token_mean(x: torch.Tensor) -> torch.Tensor:
-    """Mean over tokens, (B, T, D) -> (B, D)."""
+def sample_token_mask(token_mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The (B, T) bool mask of `as_samples(x)` for a mask shaped like x without its last dim."""
+    if token_mask.shape != x.shape[:-1]:
+        raise ValueError(
+            f"token_mask shape {tuple(token_mask.shape)} must be the input shape without its last dim, "
+            f"{tuple(x.shape[:-1])}"
+        )
+    xs_shape = as_samples(x).shape
+    return token_mask.reshape(xs_shape[0], xs_shape[1]).to(dtype=torch.bool, device=x.device)
+
+
+def token_weights(token_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, T) bool -> (B, T) weights 1 / n_real on real tokens, 0 on pads; a sample with no real token
+    gets all zeros, so it pools to the zero vector (as the encoder's masked mean pooling does)."""
+    weights = token_mask.to(dtype)
+    return weights / weights.sum(dim=-1, keepdim=True).clamp_min(1.0)
+
+
+def token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over tokens, (B, T, D) -> (B, D); with a (B, T) token_mask, over the real tokens only."""
+    if token_mask is not None:
+        weights = token_weights(token_mask, x.dtype)  # (B, T)
+        return torch.bmm(weights.unsqueeze(1), x).squeeze(1)  # (B, D)
     if _fast_path_applies(x):
         return _TokenMean.apply(x)
     return x.mean(dim=-2)

@@ -162,6 +162,10 @@ void mixed_norm_backward(const float *restrict g, const float *restrict x, const
  *             LayerNorm row-mean terms and that gradient to dx[b] (x[b], dx[b] still in L2).
  * Reductions over samples (parameter grads) run after the parallel loop, so no atomics are needed.
  *
+ * The token mean the selector reads is the plain mean over T when token_weights is NULL, else the
+ * weighted sum with token_weights (B, T) (1 / n_real on real tokens, 0 on pads: a masked mean computed
+ * by the caller), so padded sequences pool over their real tokens only.
+ *
  * Per-sample state, one row of `state` (B, S) with S = autonorm_state_width(T, D, H), laid out as
  *   mean[T] rstd[T] pooled[D] pre[H] cdf[H] hidden[H] soft[2] weights[2]
  * where cdf = Phi(pre) (the GELU derivative needs it) and soft is the (Gumbel-)softmax the gradient
@@ -234,16 +238,20 @@ static void fold_coefficients(const float *restrict weights, const float *restri
     }
 }
 
-/* Pass 1 of the forward for one sample: row mean and rstd, and the token sum into pooled. */
-static void row_stats_and_token_mean(const float *restrict xb, float eps, long T, long D, float *restrict mean,
-                                     float *restrict rstd, float *restrict pooled) {
+/* Pass 1 of the forward for one sample: row mean and rstd, and the token mean into pooled (weighted
+ * by tw, the sample's T token weights, unless tw is NULL). */
+static void row_stats_and_token_mean(const float *restrict xb, const float *restrict tw, float eps, long T,
+                                     long D, float *restrict mean, float *restrict rstd,
+                                     float *restrict pooled) {
     for (long d = 0; d < D; ++d) pooled[d] = 0.f;
     for (long t = 0; t < T; ++t) {
         const float *restrict xr = xb + t * D;
+        /* Weight 1 (exact) without a mask: the plain sum, scaled by 1 / T below. */
+        const float w = tw ? tw[t] : 1.f;
         float s = 0.f;
         for (long d = 0; d < D; ++d) {
             s += xr[d];
-            pooled[d] += xr[d];
+            pooled[d] += w * xr[d];
         }
         const float mu = s / (float)D;
         float v = 0.f;
@@ -254,6 +262,7 @@ static void row_stats_and_token_mean(const float *restrict xb, float eps, long T
         mean[t] = mu;
         rstd[t] = 1.f / sqrtf(v / (float)D + eps);
     }
+    if (tw) return; /* the weights already sum to 1 (or to 0 for a sample without real tokens) */
     const float inv_t = 1.f / (float)T;
     for (long d = 0; d < D; ++d) pooled[d] *= inv_t;
 }
@@ -276,8 +285,9 @@ static void mix_rows(const float *restrict xb, const float *restrict mean, const
 void autonorm_forward(const float *restrict x, float alpha, const float *restrict dyt_w,
                       const float *restrict dyt_b, const float *restrict ln_w, const float *restrict ln_b,
                       const float *restrict w1, const float *restrict b1, const float *restrict w2,
-                      const float *restrict b2, const float *restrict exp_noise, float tau, int hard, float eps,
-                      long B, long T, long D, long H, int num_threads, float *restrict y,
+                      const float *restrict b2, const float *restrict exp_noise,
+                      const float *restrict token_weights, float tau, int hard, float eps, long B, long T,
+                      long D, long H, int num_threads, float *restrict y,
                       float *restrict state, float *restrict probs) {
     const long S = autonorm_state_width(T, D, H);
 #pragma omp parallel num_threads(num_threads)
@@ -288,7 +298,8 @@ void autonorm_forward(const float *restrict x, float alpha, const float *restric
             float *st = state + b * S;
             float *pooled = st + 2 * T, *pre = pooled + D, *cdf = pre + H, *hidden = cdf + H;
             float *soft = hidden + H, *weights = soft + 2;
-            row_stats_and_token_mean(x + b * T * D, eps, T, D, st, st + T, pooled);
+            row_stats_and_token_mean(x + b * T * D, token_weights ? token_weights + b * T : NULL, eps, T, D,
+                                     st, st + T, pooled);
             gate_forward(pooled, w1, b1, w2, b2, exp_noise ? exp_noise + 2 * b : NULL, tau, hard, D, H, pre,
                          cdf, hidden, probs + 2 * b, soft, weights);
             fold_coefficients(weights, dyt_w, dyt_b, ln_w, ln_b, D, coef, coef + D, coef + 2 * D);
@@ -341,13 +352,14 @@ static float backward_rows(const float *restrict gb, const float *restrict xb, c
 }
 
 /* Gate backward for one sample: the two mixing weights, the (Gumbel-)softmax, the selector MLP, down
- * to dpool, the gradient each token receives through the token mean (1/T of the pooled gradient). */
+ * to dpool, the gradient of the pooled input times pool_scale: 1/T, what each token receives through a
+ * plain token mean; with token weights pool_scale is 1 and finish_dx applies each token's weight. */
 static void gate_backward(const float *restrict dcl, const float *restrict dcd, const float *restrict dc0,
                           const float *restrict dyt_w, const float *restrict dyt_b, const float *restrict ln_w,
                           const float *restrict ln_b, const float *restrict w1, const float *restrict w2,
                           const float *restrict pre, const float *restrict cdf, const float *restrict soft,
-                          float inv_tau, long T, long D, long H, float *restrict dlogits, float *restrict dpre,
-                          float *restrict dpool) {
+                          float inv_tau, float pool_scale, long D, long H, float *restrict dlogits,
+                          float *restrict dpre, float *restrict dpool) {
     const float dw0 = dot(dcd, dyt_w, D) + dot(dc0, dyt_b, D);
     const float dw1 = dot(dcl, ln_w, D) + dot(dc0, ln_b, D);
     const float sdot = soft[0] * dw0 + soft[1] * dw1;
@@ -358,36 +370,40 @@ static void gate_backward(const float *restrict dcl, const float *restrict dcd, 
         const float dgelu = cdf[h] + z * expf(-0.5f * z * z) * INV_SQRT_2PI;
         dpre[h] = (dlogits[0] * w2[h] + dlogits[1] * w2[H + h]) * dgelu;
     }
-    const float inv_t = 1.f / (float)T;
     for (long d = 0; d < D; ++d) dpool[d] = 0.f;
     for (long h = 0; h < H; ++h) {
-        const float v = dpre[h] * inv_t;
+        const float v = dpre[h] * pool_scale;
         const float *restrict w1h = w1 + h * D;
         for (long d = 0; d < D; ++d) dpool[d] += v * w1h[d];
     }
 }
 
-/* Backward pass 2 for one sample: dx += row_c - row_k * x + dpool (x and dx are still in L2). */
-static void finish_dx(const float *restrict xb, const float *restrict row_c, const float *restrict row_k,
-                      const float *restrict dpool, long T, long D, float *restrict dxb) {
+/* Backward pass 2 for one sample: dx += row_c - row_k * x + w_t * dpool, with w_t the token's weight
+ * (1 without token weights: dpool already carries the 1/T). x and dx are still in L2. */
+static void finish_dx(const float *restrict xb, const float *restrict tw, const float *restrict row_c,
+                      const float *restrict row_k, const float *restrict dpool, long T, long D,
+                      float *restrict dxb) {
     for (long t = 0; t < T; ++t) {
         const float *restrict xr = xb + t * D;
         float *restrict dxr = dxb + t * D;
         const float c = row_c[t], k = row_k[t];
-        for (long d = 0; d < D; ++d) dxr[d] += c - k * xr[d] + dpool[d];
+        const float w = tw ? tw[t] : 1.f;
+        for (long d = 0; d < D; ++d) dxr[d] += c - k * xr[d] + w * dpool[d];
     }
 }
 
 void autonorm_backward(const float *restrict g, const float *restrict x, float alpha,
                        const float *restrict dyt_w, const float *restrict dyt_b, const float *restrict ln_w,
                        const float *restrict ln_b, const float *restrict w1, const float *restrict w2,
-                       const float *restrict state, float tau, int selector_grads, long B, long T, long D,
-                       long H, int num_threads, float *restrict dx, float *restrict work,
+                       const float *restrict state, const float *restrict token_weights, float tau,
+                       int selector_grads, long B, long T, long D, long H, int num_threads,
+                       float *restrict dx, float *restrict work,
                        float *restrict d_alpha, float *restrict d_dyt_w, float *restrict d_dyt_b,
                        float *restrict d_ln_w, float *restrict d_ln_b, float *restrict d_w1,
                        float *restrict d_b1, float *restrict d_w2, float *restrict d_b2) {
     const long S = autonorm_state_width(T, D, H), W = autonorm_work_width(T, D, H);
     const float inv_tau = 1.f / tau;
+    const float pool_scale = token_weights ? 1.f : 1.f / (float)T;
 #pragma omp parallel num_threads(num_threads)
     {
         float *coef = (float *)malloc(sizeof(float) * 3 * (size_t)D);
@@ -401,9 +417,10 @@ void autonorm_backward(const float *restrict g, const float *restrict x, float a
             fold_coefficients(weights, dyt_w, dyt_b, ln_w, ln_b, D, coef, coef + D, coef + 2 * D);
             *dalpha = backward_rows(g + b * T * D, x + b * T * D, st, st + T, coef, coef + D, alpha, T, D,
                                     dx + b * T * D, dcl, dcd, dc0, row_c, row_k);
-            gate_backward(dcl, dcd, dc0, dyt_w, dyt_b, ln_w, ln_b, w1, w2, pre, cdf, soft, inv_tau, T, D, H,
-                          dlogits, dpre, dpool);
-            finish_dx(x + b * T * D, row_c, row_k, dpool, T, D, dx + b * T * D);
+            gate_backward(dcl, dcd, dc0, dyt_w, dyt_b, ln_w, ln_b, w1, w2, pre, cdf, soft, inv_tau, pool_scale,
+                          D, H, dlogits, dpre, dpool);
+            finish_dx(x + b * T * D, token_weights ? token_weights + b * T : NULL, row_c, row_k, dpool, T, D,
+                      dx + b * T * D);
         }
         free(coef);
     }

@@ -1,0 +1,41 @@
+"""Norms conditioned on the token mean of their input (AutoNorm's selector, FiLM's modulator).
+
+Two things set them apart from one-argument norms (LayerNorm, DyT, AdaNorm, Random Selector):
+- on padded sequences the token mean must skip pad positions, so they take an optional
+  `token_mask` keyword (B, T) bool, True = real token; `apply_norm` passes it only to them;
+- their conditioning MLP's last layer starts at exactly zero (gates (0.5, 0.5), FiLM = plain LN), and a
+  backbone that re-initialises its own weights calls `zero_init_conditioning` after it, so the
+  invariant holds whatever order the inits run in.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["TokenConditionedNorm", "apply_norm", "zero_init_conditioning"]
+
+
+class TokenConditionedNorm(nn.Module):
+    """Base of norms whose per-sample parameters are predicted from the (masked) token mean."""
+
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def zero_init_last(self) -> None:
+        """Zero the last layer of the conditioning MLP: the documented start of the layer."""
+        raise NotImplementedError
+
+
+def apply_norm(norm: nn.Module, x: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
+    """norm(x), with the token mask passed on only to norms that condition on the tokens."""
+    if token_mask is not None and isinstance(norm, TokenConditionedNorm):
+        return norm(x, token_mask=token_mask)
+    return norm(x)
+
+
+def zero_init_conditioning(model: nn.Module) -> None:
+    """Re-zero the conditioning MLPs' last layers of every token-conditioned norm inside `model`."""
+    for module in model.modules():
+        if isinstance(module, TokenConditionedNorm):
+            module.zero_init_last()
