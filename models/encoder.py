@@ -4,8 +4,11 @@ token (B, T) -> (B, T, num_classes); lm (B, T) -> (B, T, vocab_size) with causal
 
 Pad tokens (pad_id) are never attended to, are excluded from pooling, and are excluded from the token
 mean that AutoNorm's selector and FiLM's modulator read, so padding a batch further changes nothing.
-Note: that token mean spans the whole sequence, so with the lm head an AutoNorm / FiLM layer lets
-later tokens influence earlier positions' gates (attention stays causal)."""
+
+The lm head is causal (`EncoderConfig.causal`) in attention and in those norms alike: position t's gate
+/ FiLM modulation comes from the mean of the real tokens 0..t of its sample (so gates are per token,
+(B, T, 2)), and no logit at position t depends on a token after t. The sequence and token heads see the
+whole sequence and condition on one token mean per sample."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from torch import nn
 
 from models.backbone import TokenTransformer
 from models.config import TransformerConfig
+from models.norms.conditioning import set_causal_conditioning
 
 __all__ = ["HEADS", "Encoder", "EncoderConfig"]
 
@@ -37,11 +41,17 @@ class EncoderConfig(TransformerConfig):
         if self.head not in HEADS:
             raise ValueError(f"unknown head {self.head!r}; choose one of {HEADS}")
 
+    @property
+    def causal(self) -> bool:
+        """Whether position t may only see tokens 0..t: in attention and in token-conditioned norms."""
+        return self.head == "lm"
+
 
 class Encoder(TokenTransformer):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__(config)
         self.config: EncoderConfig = config
+        set_causal_conditioning(self, config.causal)
         self.token_embed = nn.Embedding(config.vocab_size, config.dim)
         self.pos_embed = nn.Parameter(torch.zeros(1, config.max_len, config.dim))
         out = config.vocab_size if config.head == "lm" else config.num_classes
@@ -59,7 +69,7 @@ class Encoder(TokenTransformer):
     def attention_mask(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.shape[1]
         keys = (x != self.config.pad_id)[:, None, None, :]  # (B, 1, 1, T)
-        if self.config.head == "lm":
+        if self.config.causal:
             causal = torch.ones(tokens, tokens, dtype=torch.bool, device=x.device).tril()
             keys = keys & causal  # (B, 1, T, T)
         # Every query may attend to itself, so an all-pad row never yields a NaN softmax.

@@ -4,9 +4,12 @@
 
 The gate comes from a NormSelector MLP on the token mean of the layer input ((B, T, D) -> (B, D) ->
 hidden -> 2 logits, index 0 = DyT, index 1 = LN); given a `token_mask`, the mean runs over real tokens
-only, so padding never moves a gate. Training uses a soft Gumbel-Softmax with temperature
-tau (a hard straight-through sample is an option); eval uses the noise-free softmax, so evaluation is
-deterministic. The gate is computed in float32 even under autocast (fp16 Gumbel noise is a NaN source).
+only, so padding never moves a gate. In a causal model (`causal`, set by the lm encoder) the selector
+reads the prefix mean of tokens 0..t instead, so the gate is per token, (B, T, 2), and position t never
+sees a later token. Training uses a soft Gumbel-Softmax with temperature tau (one draw per gate: per
+sample, or per token when causal; a hard straight-through sample is an option); eval uses the
+noise-free softmax, so evaluation is deterministic. The gate is computed in float32 even under autocast
+(fp16 Gumbel noise is a NaN source).
 
 Documented choices where the paper is silent: the selector's hidden width is max(8, D // 4) with GELU,
 and its last layer is zero-initialised (`zero_init_last`, which backbones call again after their own
@@ -25,14 +28,7 @@ from torch import nn
 
 from models.norms.autonorm_fused import autonorm_fused
 from models.norms.conditioning import TokenConditionedNorm
-from models.norms.mixed import (
-    _fast_path_applies,
-    as_samples,
-    mixed_norm,
-    sample_token_mask,
-    token_mean,
-    token_weights,
-)
+from models.norms.mixed import _fast_path_applies, as_samples, mixed_norm, sample_token_mask, token_weights
 
 __all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
 
@@ -41,7 +37,8 @@ MAX_ENTROPY = math.log(2.0)
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
-    """Per-sample entropy of noise-free gate probabilities (B, 2) -> (B,), in [0, ln 2]."""
+    """Entropy of noise-free gate probabilities (..., 2) -> (...), in [0, ln 2]: per sample for (B, 2),
+    per token for causal (B, T, 2) gates."""
     return -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
 
 
@@ -69,7 +66,7 @@ class NormSelector(nn.Module):
         # Parameters follow the (>= float32) input dtype, so a half-precision model still gates in float32.
         dtype = pooled.dtype
         hidden = F.linear(pooled, self.fc1.weight.to(dtype), self.fc1.bias.to(dtype))
-        return F.linear(self.act(hidden), self.fc2.weight.to(dtype), self.fc2.bias.to(dtype))  # (B, 2)
+        return F.linear(self.act(hidden), self.fc2.weight.to(dtype), self.fc2.bias.to(dtype))  # (..., 2)
 
 
 class AutoNorm(TokenConditionedNorm):
@@ -92,7 +89,8 @@ class AutoNorm(TokenConditionedNorm):
         self.ln_weight = nn.Parameter(torch.ones(dim))
         self.ln_bias = nn.Parameter(torch.zeros(dim))
         self.selector = NormSelector(dim, selector_hidden)
-        # Noise-free probabilities of the last forward, (B, 2), detached: what gate_summary reads.
+        # Noise-free probabilities of the last forward, (B, 2) or causal (B, T, 2), detached: what
+        # gate_summary reads.
         self.last_probs: torch.Tensor | None = None
 
     def zero_init_last(self) -> None:
@@ -101,14 +99,15 @@ class AutoNorm(TokenConditionedNorm):
     def gate(
         self, xs: torch.Tensor, token_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, T, D) and an optional (B, T) mask of real tokens -> (mixing weights (B, 2), noise-free
-        probabilities (B, 2)), both float32."""
+        """(B, T, D) and an optional (B, T) mask of real tokens -> (mixing weights, noise-free
+        probabilities), both float32, (B, 2) per sample or (B, T, 2) per token when causal."""
         with torch.autocast(device_type=xs.device.type, enabled=False):
             gate_dtype = torch.promote_types(xs.dtype, torch.float32)
-            pooled = token_mean(xs, token_mask).to(gate_dtype)  # (B, D)
-            logits = self.selector(pooled)  # (B, 2)
+            pooled = self.pooled(xs, token_mask).to(gate_dtype)  # (B, D) or causal (B, T, D)
+            logits = self.selector(pooled)  # (B, 2) or (B, T, 2)
             probs = logits.softmax(dim=-1)
             if self.training:
+                # Causal logits (B, T, 2) get one independent Gumbel draw per (sample, token).
                 weights = F.gumbel_softmax(logits, tau=self.tau, hard=self.hard, dim=-1)
             else:
                 weights = probs
@@ -118,7 +117,8 @@ class AutoNorm(TokenConditionedNorm):
         xs = as_samples(x)  # (B, T, D)
         mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
         params = self.kernel_parameters()
-        if _fast_path_applies(xs) and _all_float32(params):
+        # The fused kernel pools one mean per sample; causal prefix means take the eager path.
+        if not self.causal and _fast_path_applies(xs) and _all_float32(params):
             # The kernel pools with per-token weights when a mask is given (1 / n_real on real tokens,
             # 0 on pads), so padded batches keep the fused path; no mask keeps the plain 1 / T mean.
             pool_weights = None if mask is None else token_weights(mask, torch.float32).contiguous()
@@ -131,9 +131,9 @@ class AutoNorm(TokenConditionedNorm):
             return y if x.dim() == 3 else y.reshape(x.shape)
         weights, probs = self.gate(xs, mask)
         self.last_probs = probs.detach()
-        w_dyt = weights[:, DYT_INDEX : DYT_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
-        w_ln = weights[:, LN_INDEX : LN_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1)
-        # Fold gate and affine parameters on (B, D) tensors; the (B, T, D) work is one fused pass.
+        w_dyt = weights[..., DYT_INDEX : DYT_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1) or (B, T, 1)
+        w_ln = weights[..., LN_INDEX : LN_INDEX + 1].to(self.ln_weight.dtype)  # (B, 1) or (B, T, 1)
+        # Fold gate and affine parameters on (B, D) tensors, (B, T, D) when causal; then one mixed pass.
         cl = w_ln * self.ln_weight
         cd = w_dyt * self.dyt_weight
         c0 = w_dyt * self.dyt_bias + w_ln * self.ln_bias
@@ -150,4 +150,4 @@ class AutoNorm(TokenConditionedNorm):
         )  # type: ignore[return-value]  # fmt: skip
 
     def extra_repr(self) -> str:
-        return f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}"
+        return f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}, causal={self.causal}"

@@ -1,7 +1,8 @@
 """FiLM norm: affine-free LayerNorm modulated per sample by gamma = 1 + dgamma and beta, both
 predicted from the token mean of the layer input by a small MLP (on padded sequences, the mean over
 real tokens only). The MLP's last layer is zero-initialised, so at init the layer is exactly plain
-LayerNorm (gamma = 1, beta = 0)."""
+LayerNorm (gamma = 1, beta = 0). In a causal model (`causal`, set by the lm encoder) the MLP reads the
+prefix mean of tokens 0..t, so gamma and beta are per token, (B, T, D), and never see a later token."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from models.norms.conditioning import TokenConditionedNorm
-from models.norms.mixed import as_samples, mixed_norm, sample_token_mask, token_mean
+from models.norms.mixed import as_samples, mixed_norm, sample_token_mask
 
 __all__ = ["FiLMNorm"]
 
@@ -29,7 +30,8 @@ class FiLMNorm(TokenConditionedNorm):
     def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
         mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
-        dgamma, beta = self.modulator(token_mean(xs, mask)).chunk(2, dim=-1)  # (B, D) each
+        # (B, D) each, or (B, T, D) each when causal
+        dgamma, beta = self.modulator(self.pooled(xs, mask)).chunk(2, dim=-1)
         gamma = 1.0 + dgamma
         no_tanh = torch.zeros_like(gamma)
         y = mixed_norm(xs, gamma.new_zeros(()), gamma, no_tanh, beta, eps=self.eps)

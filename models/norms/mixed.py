@@ -7,6 +7,9 @@ with cl, cd, c0 of shape (B, D) (gate weights times per-channel affine parameter
 tensors by the caller). On CPU float32 this runs as one fused kernel forward and one backward
 (`_kernel_loader`); everywhere else (GPU, float64, autocast dtypes, torch.func transforms) it runs as
 the eager composite below, which autograd differentiates and which defines the semantics.
+
+Causal conditioning (the language-model encoder) makes the coefficients per token, cl[b, t] etc. of
+shape (B, T, D), computed from `causal_token_mean`; those always take the eager composite.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from models.norms._kernel_loader import load_mixed_norm_library
 
 __all__ = [
     "as_samples",
+    "causal_token_mean",
     "mixed_norm",
     "mixed_norm_reference",
     "sample_token_mask",
@@ -87,6 +91,26 @@ def token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch
     return x.mean(dim=-2)
 
 
+def causal_token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Prefix mean, (B, T, D) -> (B, T, D): row t is the mean of tokens 0..t (with a (B, T) token_mask,
+    of the real ones among them), so it never depends on a later token. A prefix without any real token
+    pools to the zero vector, as `token_weights` does for an all-pad sample."""
+    # Running sums in at least float32: a half-precision cumsum over T tokens drifts.
+    acc_dtype = torch.promote_types(x.dtype, torch.float32)
+    if token_mask is None:
+        weights = torch.ones(x.shape[:-1], dtype=acc_dtype, device=x.device)  # (B, T)
+    else:
+        weights = token_mask.to(acc_dtype)  # (B, T)
+    sums = (x.to(acc_dtype) * weights.unsqueeze(-1)).cumsum(dim=-2)  # (B, T, D)
+    counts = weights.cumsum(dim=-1).clamp_min(1.0).unsqueeze(-1)  # (B, T, 1)
+    return (sums / counts).to(x.dtype)
+
+
+def _per_token(coefficient: torch.Tensor) -> torch.Tensor:
+    """(B, D) per-sample coefficients broadcast over tokens as (B, 1, D); (B, T, D) ones stay as they are."""
+    return coefficient.unsqueeze(1) if coefficient.dim() == 2 else coefficient
+
+
 def mixed_norm_reference(
     x: torch.Tensor,
     alpha: torch.Tensor,
@@ -96,10 +120,10 @@ def mixed_norm_reference(
     eps: float,
     use_ln: bool = True,
 ) -> torch.Tensor:
-    """Eager composite; x (B, T, D), cl/cd/c0 (B, D), alpha a scalar tensor -> (B, T, D)."""
-    y = torch.tanh(alpha * x) * cd.unsqueeze(1) + c0.unsqueeze(1)
+    """Eager composite; x (B, T, D), cl/cd/c0 (B, D) or (B, T, D), alpha a scalar tensor -> (B, T, D)."""
+    y = torch.tanh(alpha * x) * _per_token(cd) + _per_token(c0)
     if use_ln:
-        y = y + F.layer_norm(x, x.shape[-1:], eps=eps) * cl.unsqueeze(1)
+        y = y + F.layer_norm(x, x.shape[-1:], eps=eps) * _per_token(cl)
     return y
 
 
@@ -165,8 +189,12 @@ def mixed_norm(
     eps: float = 1e-5,
     use_ln: bool = True,
 ) -> torch.Tensor:
-    """x (B, T, D); cl, cd, c0 (B, D); alpha scalar tensor -> (B, T, D). Fused on CPU float32."""
-    if _fast_path_applies(x) and all(t.dtype == torch.float32 for t in (alpha, cl, cd, c0)):
+    """x (B, T, D); cl, cd, c0 (B, D) or per token (B, T, D); alpha scalar tensor -> (B, T, D).
+    Fused on CPU float32 for per-sample coefficients."""
+    # The kernel reads one coefficient row per sample, so per-token (causal) coefficients take the eager
+    # composite.
+    per_sample = cl.dim() == 2
+    if per_sample and _fast_path_applies(x) and all(t.dtype == torch.float32 for t in (alpha, cl, cd, c0)):
         with torch.autocast(device_type="cpu", enabled=False):
             return _FusedMixedNorm.apply(x, alpha, cl, cd, c0, eps, use_ln)
     return mixed_norm_reference(x, alpha, cl, cd, c0, eps, use_ln)

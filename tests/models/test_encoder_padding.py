@@ -52,10 +52,19 @@ def _conditioning_per_layer(model: torch.nn.Module, tokens: torch.Tensor, seed: 
     return gates + [captured[i] for i in range(len(films))]
 
 
+# Causal AutoNorm in training is left out: its gates draw Gumbel noise per token, so a longer batch
+# shifts the later layers' draws (same distribution, different samples); eval covers it.
+_PADDING_CASES = [
+    (norm, head, training)
+    for norm in ("autonorm", "film")
+    for head in ("sequence", "token", "lm")
+    for training in (False, True)
+    if not (norm == "autonorm" and head == "lm" and training)
+]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fused_cpu", "eager"])
-@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-@pytest.mark.parametrize("head", ["sequence", "token", "lm"])
-@pytest.mark.parametrize("norm", ["autonorm", "film"])
+@pytest.mark.parametrize(("norm", "head", "training"), _PADDING_CASES)
 def test_padding_to_16_or_64_gives_the_same_gates_and_film_modulation_in_every_layer(
     norm: str, head: str, training: bool, dtype: torch.dtype
 ) -> None:
@@ -65,6 +74,8 @@ def test_padding_to_16_or_64_gives_the_same_gates_and_film_modulation_in_every_l
     long = _conditioning_per_layer(model, _padded(sentences, 64), seed=11)
     assert len(short) == 2 * 2 + 1  # two blocks with two norms each, plus the final norm
     for a, b in zip(short, long, strict=True):
+        if head == "lm":  # causal: per-token (B, T, ...) conditioning; compare the 16 positions both have
+            b = b[:, : a.shape[1]]
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
     # The gates really are input-dependent here, so the comparison above could fail.
     assert any(not torch.allclose(g[0], g[1]) for g in short)
