@@ -162,7 +162,7 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
     states = hidden_states(model, example_input)
     reprs = [effective_rank(z, normalize=True) for z in states]
     spikes = [mean_spike_ratio(z) for z in states]
-    return {
+    report = {
         "init_erank_jacobian": effective_rank(jacobian, normalize=True),
         "init_erank_jacobian_raw": effective_rank(jacobian),
         "init_erank_repr_first": reprs[0],
@@ -171,3 +171,9 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
         "init_mean_spike_first": spikes[0],
         "init_mean_spike_last": spikes[-1],
     }
+    # Per depth l = 0 (embedded tokens) .. L: the rank-against-depth curves and the mean-spike growth
+    # claims need every depth, not only the two ends.
+    for depth, (rank, spike) in enumerate(zip(reprs, spikes, strict=True)):
+        report[f"init_erank_repr_{depth}"] = rank
+        report[f"init_mean_spike_{depth}"] = spike
+    return report

@@ -127,3 +127,16 @@ def test_representation_eranks_has_one_value_per_depth_including_the_input() -> 
     model = ResidualMLP(ResidualMLPConfig(dim=16, depth=5))
     values = representation_eranks(model, torch.randn(20, 16))
     assert len(values) == 6 and all(0.0 < v <= 1.0 for v in values)
+
+
+def test_init_rank_report_gives_the_rank_and_mean_spike_at_every_depth() -> None:
+    model = build_model("vit_lite_tiny", {"layer_scale_init": None})
+    example = torch.randn(2, 1, 8, 8)
+    report = init_rank_report(model, example)
+    depths = model.config.depth + 1  # Z_0 (embedded tokens) .. Z_L
+    assert [report[f"init_erank_repr_{d}"] for d in range(depths)] == pytest.approx(
+        representation_eranks(model, example)
+    )
+    assert f"init_erank_repr_{depths}" not in report
+    assert report["init_mean_spike_0"] == report["init_mean_spike_first"]
+    assert report[f"init_mean_spike_{depths - 1}"] == report["init_mean_spike_last"]
