@@ -72,6 +72,8 @@ def _measure(
         method=method, dataset=dataset, model=model, epochs=budget["epochs"], batch_size=128,
         warmup_epochs=1, max_steps_per_epoch=budget["steps"], num_threads=torch.get_num_threads(),
         progress=False,
+        # AutoNorm-S must decide before the last epoch (t_freeze < epochs), or it is plain AutoNorm.
+        knobs={"t_freeze": 1} if method == "autonorm_s" else {},
     )  # fmt: skip
     timings: dict[int, dict[str, float]] = {}
     storage = work / f"storage-{method}"

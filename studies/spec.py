@@ -1,9 +1,10 @@
 """The study specification: what a user POSTs, what the service stores and what the driver runs.
 
 A study compares normalization methods on one dataset. `kind: compare` tunes each method's knobs on the
-validation split (phase `tune`), then re-runs each method's best config on the SAME seeds on the test
-split (phase `final`), so comparisons are paired. `kind: grid` skips tuning and runs every grid point of
-the search space on every seed (phase `grid`), e.g. the Transforming-Rank sweeps.
+validation split with seeds of their own (`tune_seeds`, phase `tune`), then re-runs each method's best
+config on the SAME seeds on the test split (phase `final`), so comparisons are paired. `kind: grid`
+skips tuning and runs every grid point of the search space on every seed (phase `grid`), e.g. the
+Transforming-Rank sweeps.
 
 Validation is strict on purpose: a knob that does not apply to a method, a typo in a field name, or a
 distribution a phase cannot use is an error with a field path, never silently ignored.
@@ -37,9 +38,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from studies.limits import StudyLimits
 
 __all__ = [
+    "DATASET_CORRUPTIONS",
     "DATASET_METRICS",
     "DATASET_TASK_FIELDS",
+    "DEFAULT_EPS_H",
     "DEFAULT_NUM_SAMPLES",
+    "DEFAULT_T_FREEZE",
     "JSON_CONTENT_TYPES",
     "KNOBS",
     "KNOB_MODEL_FIELDS",
@@ -50,6 +54,7 @@ __all__ = [
     "YAML_CONTENT_TYPES",
     "Budget",
     "Choice",
+    "DataOptions",
     "Distribution",
     "Fixed",
     "Grid",
@@ -67,6 +72,7 @@ __all__ = [
     "has_searchable_knobs",
     "load_spec",
     "parse_spec_text",
+    "validate_spec_data",
 ]
 
 # Dataset names the workers' registry (workers.data.DATASETS) serves. Kept here as names only so the
@@ -90,6 +96,7 @@ KNOWN_DATASETS: tuple[str, ...] = (
     "digits_c",
     "fashion_mnist_c",
     "ptb_lm_sample",
+    "cifar10_c_hendrycks",
 )
 
 # Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
@@ -106,6 +113,7 @@ _DATASET_FAMILY: dict[str, str] = {
             "mnist_5k",
             "digits_c",
             "fashion_mnist_c",
+            "cifar10_c_hendrycks",
         ),
         "image",
     ),
@@ -113,6 +121,28 @@ _DATASET_FAMILY: dict[str, str] = {
         ("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"), "text"
     ),
     **dict.fromkeys(("energy", "california_housing"), "tabular"),
+}
+
+# Corruption eval sets each corruption dataset can build (workers.data.registry.DATASET_CORRUPTIONS; a
+# test keeps them equal): our numpy re-implementation of 8 CIFAR-10-C corruptions, or the 19 published ones.
+_OWN_CORRUPTIONS = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "gaussian_blur",
+    "motion_blur",
+    "brightness",
+    "contrast",
+)
+_PUBLISHED_CORRUPTIONS = (
+    *("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur"),
+    *("zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate"),
+    *("jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate"),
+)
+DATASET_CORRUPTIONS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("cifar10_c", "fashion_mnist_c", "digits_c"), _OWN_CORRUPTIONS),
+    "cifar10_c_hendrycks": _PUBLISHED_CORRUPTIONS,
 }
 
 # Primary metric of each dataset and whether higher is better (as workers.data.DATASETS declares them).
@@ -197,8 +227,12 @@ JSON_CONTENT_TYPES = frozenset({"application/json"})
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 _LN2 = math.log(2.0)
 DEFAULT_NUM_SAMPLES = 8  # tuning trials per method when a compare study does not say
+# AutoNorm-S freeze schedule when a spec does not search it: the paper's T_freeze and eps_H.
+DEFAULT_T_FREEZE = 10
+DEFAULT_EPS_H = 0.1
 
-Scalar = Union[bool, int, float, str]  # noqa: UP007 (pydantic reads the union at runtime on py3.10)
+# A knob value; null only where the knob is nullable (Knob.nullable), which _check_distribution enforces.
+Scalar = Union[bool, int, float, str, None]  # noqa: UP007 (pydantic reads the union at runtime on py3.10)
 
 
 # --------------------------------------------------------------------------------------------- knobs
@@ -217,6 +251,8 @@ class Knob:
     high_open: bool = False
     categories: tuple[str, ...] = ()
     methods: tuple[str, ...] | None = None
+    # Fixed, choice and grid values may be null, meaning "switch this feature off" (e.g. no LayerScale).
+    nullable: bool = False
 
     def applies_to(self, method: str) -> bool:
         return self.methods is None or method in self.methods
@@ -226,7 +262,7 @@ class Knob:
             return "one of " + ", ".join(self.categories)
         left = "(" if self.low_open else "["
         right = ")" if self.high_open else "]"
-        return f"{left}{_fmt(self.low)}, {_fmt(self.high)}{right}"
+        return f"{left}{_fmt(self.low)}, {_fmt(self.high)}{right}" + (" or null" if self.nullable else "")
 
     def contains(self, value: float) -> bool:
         assert self.low is not None and self.high is not None
@@ -261,7 +297,8 @@ KNOBS: dict[str, Knob] = {
         Knob(
             "t_freeze",
             "int",
-            "epoch after which AutoNorm-S freezes undecided gates",
+            "last epoch of AutoNorm-S's entropy watch; must be below budget.epochs "
+            f"(default {DEFAULT_T_FREEZE})",
             1,
             10_000,
             methods=_AUTONORM_S,
@@ -269,10 +306,24 @@ KNOBS: dict[str, Knob] = {
         Knob(
             "eps_h",
             "float",
-            "gate-entropy threshold of AutoNorm-S (entropy lies in [0, ln 2])",
+            "gate-entropy threshold of AutoNorm-S (entropy lies in [0, ln 2]; default 0.1)",
             0.0,
             _LN2,
             low_open=True,
+            methods=_AUTONORM_S,
+        ),
+        Knob(
+            "freeze_signal",
+            "categorical",
+            "AutoNorm-S entropy source: the epoch's training batches (default) or the validation split",
+            categories=("train", "val"),
+            methods=_AUTONORM_S,
+        ),
+        Knob(
+            "freeze_scope",
+            "categorical",
+            "AutoNorm-S freeze: global (mean entropy, all selectors; default) or per_layer (each on its own)",
+            categories=("global", "per_layer"),
             methods=_AUTONORM_S,
         ),
         Knob(
@@ -299,13 +350,28 @@ KNOBS: dict[str, Knob] = {
         Knob("weight_decay", "float", "AdamW weight decay", 0.0, 1.0),
         Knob("drop_path", "float", "stochastic-depth rate of the last block", 0.0, 1.0, high_open=True),
         Knob("dropout", "float", "dropout rate", 0.0, 1.0, high_open=True),
-        Knob("layer_scale_init", "float", "LayerScale initial value", 0.0, 10.0, low_open=True),
+        Knob(
+            "layer_scale_init",
+            "float",
+            "LayerScale initial value; null disables LayerScale",
+            0.0,
+            10.0,
+            low_open=True,
+            nullable=True,
+        ),
         Knob(
             "label_smoothing", "float", "label smoothing of the classification loss", 0.0, 1.0, high_open=True
         ),
         Knob("grad_clip", "float", "gradient-norm clipping threshold", 0.0, 1e6, low_open=True),
         Knob("mixup", "float", "MixUp alpha (0 disables)", 0.0, 10.0),
         Knob("cutmix", "float", "CutMix alpha (0 disables)", 0.0, 10.0),
+        Knob(
+            "augment",
+            "categorical",
+            "training-image augmentation (workers.training.augment); unset: crop_flip on vit_lite_paper, "
+            "else none",
+            categories=("none", "crop_flip", "randaugment", "autoaugment"),
+        ),
     )
 }
 
@@ -426,7 +492,7 @@ def _check_distribution(knob: Knob, dist: Distribution) -> str | None:
     if isinstance(dist, (Uniform, LogUniform, IntRange)):
         values: list[Any] = [dist.low, dist.high]
     else:
-        values = _discrete_values(dist)
+        values = [v for v in _discrete_values(dist) if not (knob.nullable and v is None)]
     for value in values:
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not numeric or (knob.kind == "int" and not isinstance(value, int)):
@@ -510,6 +576,30 @@ class Budget(_Strict):
         return self
 
 
+class DataOptions(_Strict):
+    """Which corruption eval sets a corruption dataset (DATASET_CORRUPTIONS) builds for the final phase.
+
+    Every chosen corruption at every chosen severity becomes one test set, reported as
+    test_<metric>_<corruption> (one severity) or test_<metric>_<corruption>_s<severity> (several), plus
+    test_<metric>_corruption_mean over all of them.
+    """
+
+    corruptions: list[str] | None = Field(None, min_length=1)  # None: gaussian_noise, motion_blur, brightness
+    severities: list[Annotated[int, Field(ge=1, le=5)]] | None = Field(None, min_length=1)  # None: [3]
+
+    @field_validator("corruptions", "severities")
+    @classmethod
+    def _no_repeats(cls, values: list[Any] | None) -> list[Any] | None:
+        if values is not None and len(set(values)) != len(values):
+            raise ValueError(f"values must be unique, got {values}")
+        return values
+
+    def trial_config(self) -> dict[str, list[Any]]:
+        """The trial config keys (workers.training.TrainConfig fields) for the options that are set."""
+        options = {"corruptions": self.corruptions, "severities": self.severities}
+        return {key: list(values) for key, values in options.items() if values is not None}
+
+
 class Resources(_Strict):
     """Resources Ray reserves for one trial; gpu is a fraction so small trials can share a device."""
 
@@ -547,12 +637,18 @@ class StudySpec(_Strict):
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     # Seeds of the final phase (or of every grid point): replicates, the same for every method.
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    # Seeds of the tune phase, disjoint from `seeds` so the configs are not picked on the seeds that then
+    # report them. None -> [max(seeds) + 1]. The tune phase runs every sample on the first (`tune_seed`).
+    tune_seeds: list[int] | None = Field(None, min_length=1, validate_default=True)
     split_seed: int = Field(0, ge=0)  # fixes the train/val split for every trial of the study
     budget: Budget = Field(default_factory=Budget)
+    data: DataOptions = Field(default_factory=DataOptions)  # corruption eval sets (cifar10_c & co)
     resources: Resources = Field(default_factory=Resources)
     max_failures: int = Field(1, ge=0, le=10)  # retries per trial after a crash
     reference_method: str | None = None  # None: frozen_ln when compared, else the first method
-    paper_numbers: dict[str, float] = Field(default_factory=dict)  # the paper's reported value per method
+    # The paper's reported value per method, in the metric's own unit (accuracy as a fraction in [0, 1]).
+    paper_numbers: dict[str, float] = Field(default_factory=dict)
+    claim: str | None = Field(None, min_length=1, max_length=120)  # id of the catalog claim this study tests
 
     @field_validator("name")
     @classmethod
@@ -616,6 +712,42 @@ class StudySpec(_Strict):
         if any(s < 0 or s >= 2**32 for s in seeds):
             raise ValueError("seeds must lie in [0, 2**32)")
         return seeds
+
+    @field_validator("tune_seeds", mode="before")
+    @classmethod
+    def _default_tune_seeds(cls, tune_seeds: Any, info: ValidationInfo) -> Any:
+        seeds = info.data.get("seeds")
+        if tune_seeds is not None or not seeds:  # without valid seeds, `seeds` reports the problem
+            return tune_seeds
+        return [_default_tune_seed(seeds)]
+
+    @field_validator("tune_seeds")
+    @classmethod
+    def _unique_tune_seeds(cls, tune_seeds: list[int] | None) -> list[int] | None:
+        if tune_seeds is None:
+            return None
+        if len(set(tune_seeds)) != len(tune_seeds):
+            raise ValueError(f"tune_seeds must be unique, got {tune_seeds}")
+        if any(s < 0 or s >= 2**32 for s in tune_seeds):
+            raise ValueError("tune_seeds must lie in [0, 2**32)")
+        return tune_seeds
+
+    @field_validator("claim")
+    @classmethod
+    def _known_claim(cls, claim: str | None, info: ValidationInfo) -> str | None:
+        # Checked where a submission is validated (the service passes a context); a stored spec re-read
+        # without one still loads, so a claim the catalog later renames cannot break a study's driver.
+        if claim is None or info.context is None:
+            return claim
+        from studies.catalog import claim_ids  # imported here: the catalog loads its specs with this module
+
+        if claim not in claim_ids():
+            raise PydanticCustomError(
+                "unknown_claim",
+                "unknown claim '{claim}'; catalog claims (studies/catalog/claims.yaml): {known}",
+                {"claim": claim, "known": ", ".join(claim_ids())},
+            )
+        return claim
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> StudySpec:
@@ -698,11 +830,29 @@ class StudySpec(_Strict):
                 f"reference_method '{self.reference_method}' is not in methods {self.methods}",
                 self.reference_method,
             )
-        for method in self.paper_numbers:
+        for method, value in self.paper_numbers.items():
             if method not in self.methods:
                 fail(
                     ("paper_numbers", method), "method_not_in_study", f"'{method}' is not in methods", method
                 )
+                continue
+            problem = _paper_number_problem(DATASET_METRICS[self.dataset][0], value)
+            if problem is not None:
+                fail(("paper_numbers", method), "paper_number_unit", problem, value)
+        if self.tune_seeds is not None:
+            shared = sorted(set(self.tune_seeds) & set(self.seeds))
+            if shared:
+                fail(
+                    ("tune_seeds",),
+                    "tune_seeds_overlap",
+                    f"tune_seeds {shared} are also final seeds; tune on seeds of their own "
+                    f"(e.g. tune_seeds: [{_default_tune_seed(self.seeds)}]) so the final phase does not "
+                    "report the seeds its configs were picked on",
+                    self.tune_seeds,
+                )
+        self._check_freeze_schedule(fail)
+
+        self._check_data_options(fail)
 
         limits = (info.context or {}).get("limits") if info.context else None
         if not errors and limits is not None:
@@ -751,6 +901,75 @@ class StudySpec(_Strict):
                         "set it in one place (a fixed value in `search` or the override, not both)",
                         value,
                     )
+
+    def _check_data_options(self, fail) -> None:
+        """Corruption options need a corruption dataset, and names that dataset can build."""
+        known = DATASET_CORRUPTIONS.get(self.dataset)
+        if known is None:
+            for field, value in self.data.trial_config().items():
+                fail(
+                    ("data", field),
+                    "no_corruption_sets",
+                    f"dataset '{self.dataset}' has no corruption eval sets; data.{field} applies to "
+                    f"{', '.join(DATASET_CORRUPTIONS)}",
+                    value,
+                )
+            return
+        for index, name in enumerate(self.data.corruptions or []):
+            if name not in known:
+                fail(
+                    ("data", "corruptions", index),
+                    "unknown_corruption",
+                    f"unknown corruption '{name}' for dataset '{self.dataset}'; known: {', '.join(known)}",
+                    name,
+                )
+
+    def _check_freeze_schedule(self, fail) -> None:
+        """AutoNorm-S decides after epoch t_freeze, so a t_freeze that can reach budget.epochs never freezes
+        and the method silently becomes plain AutoNorm."""
+        if "autonorm_s" not in self.methods:
+            return
+        epochs = self.budget.epochs
+        knob = KNOBS["t_freeze"]
+        loc: tuple[str, ...]
+        if "t_freeze" in self.method_search.get("autonorm_s", {}):  # method_search wins over search
+            loc, dist = (
+                ("method_search", "autonorm_s", "t_freeze"),
+                self.method_search["autonorm_s"]["t_freeze"],
+            )
+        elif "t_freeze" in self.search:
+            loc, dist = ("search", "t_freeze"), self.search["t_freeze"]
+        else:
+            if epochs <= DEFAULT_T_FREEZE:
+                fail(
+                    ("budget", "epochs"),
+                    "autonorm_s_never_freezes",
+                    f"autonorm_s watches its gate entropy for the default t_freeze of {DEFAULT_T_FREEZE} "
+                    f"epochs, which budget.epochs {epochs} does not outlast, so it would never freeze and "
+                    f"would run as plain autonorm; set method_search.autonorm_s.t_freeze below {epochs} "
+                    f"or raise budget.epochs above {DEFAULT_T_FREEZE}",
+                    epochs,
+                )
+            return
+        if not all(knob.applies_to(m) for m in self.methods if loc[0] == "search"):
+            return  # `search.t_freeze` beside other methods is already an error at this path
+        wrong_phase = (
+            isinstance(dist, Grid) if self.kind == "compare" else not isinstance(dist, (Grid, Fixed))
+        )
+        if wrong_phase or _check_distribution(knob, dist) is not None:
+            return  # reported by _check_knob
+        reach = _largest_int(dist)
+        if reach < epochs:
+            return
+        fix = f"keep t_freeze below {epochs} (at most {epochs - 1}) or " if epochs > 1 else ""
+        fail(
+            loc,
+            "autonorm_s_never_freezes",
+            f"t_freeze can be {reach} but budget.epochs is {epochs}: AutoNorm-S decides after epoch "
+            f"t_freeze, so a run with t_freeze >= epochs never freezes and is plain autonorm; "
+            f"{fix}raise budget.epochs above {reach}",
+            dist.model_dump(),
+        )
 
     def _knob_setting_field(self, field: str) -> str | None:
         for method in self.methods:
@@ -832,6 +1051,12 @@ class StudySpec(_Strict):
     # --------------------------------------------------------------------------- helpers for the driver
 
     @property
+    def tune_seed(self) -> int:
+        """The seed of every tune-phase trial and of the tuner's sampler: the first of `tune_seeds`."""
+        assert self.tune_seeds is not None, "validation fills tune_seeds in"
+        return self.tune_seeds[0]
+
+    @property
     def reference(self) -> str:
         """The method others are compared against: reference_method, else frozen_ln, else the first."""
         if self.reference_method is not None:
@@ -881,6 +1106,35 @@ class StudySpec(_Strict):
     def planned_trials(self) -> int:
         """How many trials the study runs in all phases together (ASHA-stopped trials included)."""
         return sum(self.planned_trials_by_phase().values())
+
+
+def _default_tune_seed(seeds: list[int]) -> int:
+    """One seed outside `seeds`: the next after the largest, or the smallest free one at the top of the range."""
+    if max(seeds) + 1 < 2**32:
+        return max(seeds) + 1
+    return min(set(range(len(seeds) + 1)) - set(seeds))
+
+
+def _largest_int(dist: Distribution) -> int:
+    """The largest value an integer knob's (valid) distribution can take."""
+    if isinstance(dist, IntRange):
+        return dist.high if dist.log else dist.low + (dist.high - dist.low) // dist.step * dist.step
+    return max(int(v) for v in _discrete_values(dist))  # type: ignore[arg-type]
+
+
+def _paper_number_problem(metric: str, value: float) -> str | None:
+    """Why a paper number is not in the dataset metric's own unit, or None when it is."""
+    if metric == "accuracy" and not 0.0 <= value <= 1.0:
+        hint = f"; write {value / 100:.6g}" if 1.0 < value <= 100.0 else ""
+        return (
+            f"accuracy is a fraction in [0, 1], as the results report it, so 86.35 % is 0.8635; "
+            f"got {value:g}{hint}"
+        )
+    if metric == "rmse" and not value > 0.0:
+        return f"rmse is positive, in the target's own units; got {value:g}"
+    if metric == "perplexity" and not value >= 1.0:
+        return f"perplexity is at least 1 (the exp of a mean cross-entropy); got {value:g}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------- loading
@@ -946,6 +1200,14 @@ def parse_spec_text(text: str, content_type: str | None = None) -> dict[str, Any
             f"a study spec is a mapping of fields (name, dataset, methods, ...), got {type(data).__name__}"
         )
     return data
+
+
+def validate_spec_data(data: Mapping[str, Any], *, limits: StudyLimits | None = None) -> StudySpec:
+    """Validate parsed spec data the way the API does: strict types in JSON mode, so `false` is no
+    integer and "5" no number (lax mode would coerce a value the author never wrote)."""
+    return StudySpec.model_validate_json(
+        json.dumps(data), strict=True, context={"limits": limits} if limits is not None else None
+    )
 
 
 def load_spec(

@@ -99,6 +99,8 @@ class ResultsTable:
     rows: tuple[ResultsRow, ...]
     bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES
     primary_test: str = field(default=PRIMARY_TEST_NOTE)
+    # "stand-in for <paper dataset>: <what it is>" when the dataset is not the paper's own (dataset_notes).
+    dataset_note: str | None = None
 
     @property
     def alpha(self) -> float:
@@ -158,10 +160,12 @@ def build_results_table(
     planned_seeds: Mapping[str, Sequence[int]] | None = None,
     paper_values: Mapping[str, float] | None = None,
     on_seed_mismatch: str = "welch",
+    dataset_note: str | None = None,
 ) -> ResultsTable:
     """One row per method (or grid point), each compared with the `reference` row on shared seeds.
 
     `planned_seeds` and `paper_values` are keyed by method or by row label ("method [group]").
+    `dataset_note` (studies.tables.dataset_notes) heads every rendering when the dataset is a stand-in.
     P-values are adjusted across all comparisons in the table (`adjustment`: holm | bh | none),
     and verdicts use the adjusted p-value at alpha = 1 - confidence.
     """
@@ -242,6 +246,7 @@ def build_results_table(
         adjustment=adjustment,
         rows=tuple(rows),
         primary_test=PRIMARY_TEST_NOTE if on_seed_mismatch == "welch" else PRIMARY_TEST_NOTE_INTERSECT,
+        dataset_note=dataset_note,
     )
 
 

@@ -68,7 +68,8 @@ def formatter_for(table: ResultsTable) -> Formatter:
 
 def table_caption(table: ResultsTable) -> str:
     direction = "higher is better" if table.higher_is_better else "lower is better"
-    return (
+    stand_in = f"{table.dataset} is a {table.dataset_note.rstrip('.')}. " if table.dataset_note else ""
+    return stand_in + (
         f"{table.dataset}: {table.metric} ({direction}); reference {table.reference}; "
         f"{table.confidence * 100:g} % intervals; p adjusted by {_adjustment_name(table.adjustment)} "
         f"across {sum(r.p_value is not None for r in table.rows)} comparison(s); "

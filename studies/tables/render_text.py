@@ -105,9 +105,11 @@ def row_to_json(table: ResultsTable, row: ResultsRow) -> dict[str, Any]:
 
 
 def to_json(table: ResultsTable) -> dict[str, Any]:
-    """{"dataset", "metric", "reference", "rows": [...]}: JSON-safe, None where a number is undefined."""
+    """{"dataset", "dataset_note", "metric", "reference", "rows": [...]}: JSON-safe, None where a number is
+    undefined."""
     return {
         "dataset": table.dataset,
+        "dataset_note": table.dataset_note,  # "stand-in for ...: ..." or None for the paper's own data
         "metric": table.metric,
         "reference": table.reference,
         "rows": [row_to_json(table, row) for row in table.rows],

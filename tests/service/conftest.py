@@ -34,7 +34,7 @@ method_search:
   autonorm_s: {tau: 0.5, t_freeze: {type: int, low: 1, high: 3}}
 num_samples: 2
 seeds: [0, 1, 2]
-budget: {epochs: 2, batch_size: 32}
+budget: {epochs: 4, batch_size: 32}
 """
 
 

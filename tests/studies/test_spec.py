@@ -29,7 +29,8 @@ BASE = {
     "dataset": "digits",
     "methods": ["autonorm_s", "frozen_ln", "dyt"],
     "seeds": [0, 1, 2],
-    "budget": {"epochs": 4, "batch_size": 32},
+    # Above the paper's default t_freeze of 10, so autonorm_s can freeze without a t_freeze of its own.
+    "budget": {"epochs": 12, "batch_size": 32},
 }
 
 
@@ -260,9 +261,9 @@ def test_seeds_are_unique_non_negative_replicates():
 
 def test_budget_scheduler_and_resources_are_bounded():
     assert "below epochs" in errors(budget={"epochs": 3, "warmup_epochs": 3})[("budget",)]
-    assert "exceeds budget.epochs" in errors(scheduler={"type": "asha", "max_t": 9})[("scheduler", "max_t")]
-    too_long_grace = errors(scheduler={"type": "asha", "grace_period": 5})
-    assert "exceeds the 4 epochs" in too_long_grace[("scheduler", "grace_period")]
+    assert "exceeds budget.epochs" in errors(scheduler={"type": "asha", "max_t": 13})[("scheduler", "max_t")]
+    too_long_grace = errors(scheduler={"type": "asha", "grace_period": 13})
+    assert "exceeds the 12 epochs" in too_long_grace[("scheduler", "grace_period")]
     assert ("resources", "gpu") in errors(resources={"gpu": 2})
     assert ("resources", "cpu") in errors(resources={"cpu": 0})
     assert ("max_failures",) in errors(max_failures=-1)
@@ -339,7 +340,7 @@ def test_limits_from_the_validation_context_cap_epochs_seeds_and_trials():
     assert "at most 3 epochs per trial" in problems[("budget", "epochs")]
     assert "at most 2" in problems[("seeds",)]
     assert "plans 33 trials (tune 24 + final 9)" in problems[("num_samples",)]
-    assert spec().budget.epochs == 4  # without limits the same spec is valid
+    assert spec().budget.epochs == 12  # without limits the same spec is valid
 
 
 def test_the_knob_table_covers_the_issue_knobs_and_only_known_methods():
@@ -356,3 +357,12 @@ def test_the_knob_table_covers_the_issue_knobs_and_only_known_methods():
         assert name in KNOBS
     for knob in KNOBS.values():
         assert knob.methods is None or set(knob.methods) <= set(METHODS)
+
+
+def test_a_study_may_name_the_catalog_claim_it_tests():
+    assert spec().claim is None
+    tested = spec(claim="autonorm-s-beats-frozen-ln-cifar10")
+    assert tested.claim == "autonorm-s-beats-frozen-ln-cifar10"
+    assert tested.model_dump(mode="json")["claim"] == "autonorm-s-beats-frozen-ln-cifar10"
+    assert "at most 120 characters" in errors(claim="c" * 121)[("claim",)]
+    assert "at least 1 character" in errors(claim="")[("claim",)]

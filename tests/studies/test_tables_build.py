@@ -33,7 +33,8 @@ def assert_json_safe(table) -> None:
 
 def test_json_has_exactly_dataset_metric_reference_and_rows() -> None:
     data = build(cifar_records()).to_json()
-    assert list(data) == ["dataset", "metric", "reference", "rows"]
+    assert list(data) == ["dataset", "dataset_note", "metric", "reference", "rows"]
+    assert data["dataset_note"] is None  # only stand-in datasets carry a note
     assert (data["dataset"], data["metric"], data["reference"]) == ("cifar10", "accuracy", "frozen_ln")
     assert [list(row)[:5] for row in data["rows"]] == [["method", "group", "n", "mean", "ci_low"]] * 4
     assert all(

@@ -3,7 +3,6 @@ feature/target scaling) is fitted on the training split only."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +11,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from workers.data.bundle import IGNORE_INDEX
-from workers.data.corruptions import corrupt
+from workers.data.corruptions import CorruptionSets
 from workers.data.normalise import ChannelStats, Standardiser, images_to_unit_float
 from workers.data.resolve import RawArrays
 from workers.data.splits import carve_splits
@@ -72,6 +71,9 @@ class Built:
     target_std: float = 1.0
     class_names: tuple[str, ...] | None = None
     vocab: tuple[str, ...] | None = None
+    # Images: per-channel mean/std (of the training split, in [0, 1]) that standardised every split.
+    pixel_mean: tuple[float, ...] | None = None
+    pixel_std: tuple[float, ...] | None = None
 
 
 def _pair(x: np.ndarray, y: np.ndarray) -> TensorDataset:
@@ -83,19 +85,17 @@ def build_image(
     plan: SplitPlan,
     *,
     num_classes: int,
-    corruptions: Sequence[str] = (),
-    severity: int = 3,
-    corruption_seed: int = 0,
+    corruption_sets: CorruptionSets | None = None,
 ) -> Built:
+    """Standardised (N, C, H, W) splits; `corruption_sets` adds corrupted copies of the test split."""
     unit = {split: images_to_unit_float(plan.take(raw, split, "x")) for split in SPLITS}  # (N, H, W, C)
     labels = {split: plan.take(raw, split, "y").astype(np.int64) for split in SPLITS}
     stats = ChannelStats.fit(unit["train"])
     splits = {split: _pair(stats.apply(unit[split]), labels[split]) for split in SPLITS}  # x: (N, C, H, W)
+    corrupted = corruption_sets(unit["test"], labels["test"]) if corruption_sets is not None else {}
     eval_sets = {
-        name: _pair(
-            stats.apply(corrupt(unit["test"], name, severity=severity, seed=corruption_seed)), labels["test"]
-        )
-        for name in corruptions
+        name: _pair(stats.apply(_as_unit(images)), set_labels.astype(np.int64))
+        for name, (images, set_labels) in corrupted.items()
     }
     _, height, width, channels = unit["train"].shape
     if height != width:
@@ -104,7 +104,14 @@ def build_image(
         splits=splits,
         eval_sets=eval_sets,
         model_fields={"image_size": int(height), "in_channels": int(channels), "num_classes": num_classes},
+        pixel_mean=tuple(float(v) for v in stats.mean),
+        pixel_std=tuple(float(v) for v in stats.std),
     )
+
+
+def _as_unit(images: np.ndarray) -> np.ndarray:
+    """Corrupted sets come as floats in [0, 1] (our corruptions) or uint8 (the published CIFAR-10-C)."""
+    return images_to_unit_float(images) if images.dtype == np.uint8 else images
 
 
 def build_sequence_classification(

@@ -32,10 +32,17 @@ class DatasetInfo:
     task: Task
     metric: Metric
     description: str
-    # Name of the dataset this one stands in for (e.g. digits -> mnist); None for the real thing.
+    # The paper dataset this one stands in for (e.g. digits -> mnist): a registered name, or one of
+    # workers.data.registry.UNREGISTERED_PAPER_DATASETS (licensed data no loader can fetch); None for the
+    # paper's own data.
     stand_in_for: str | None = None
     # Human-readable list of where the data comes from, in resolution order after the cache.
     sources: tuple[str, ...] = ()
+    # Whether a horizontally mirrored image keeps its class (objects, clothes: yes; digits: no); decides
+    # whether training augmentation may flip (workers.training.augment).
+    mirror_symmetric: bool = False
+    # "stand-in for <paper dataset>: <what this is>" for stand-ins, None otherwise; results headers show it.
+    stand_in_note: str | None = None
 
     @property
     def higher_is_better(self) -> bool:
@@ -57,7 +64,8 @@ class DatasetBundle:
     train: TensorDataset
     val: TensorDataset
     test: TensorDataset
-    # Corruption name -> corrupted test set (cifar10_c and its stand-ins); empty for most datasets.
+    # Corrupted copies of the test set (cifar10_c & co): key `<corruption>` when one severity was chosen,
+    # `<corruption>_s<severity>` when several were; empty for most datasets.
     eval_sets: dict[str, TensorDataset]
     # Task fields for models.build_model (image_size/in_channels/num_classes, vocab_size/max_len/..., ...).
     model_fields: dict[str, Any]
@@ -78,6 +86,11 @@ class DatasetBundle:
     class_names: tuple[str, ...] | None = None
     vocab: tuple[str, ...] | None = None
     ignore_index: int = IGNORE_INDEX
+    # Images: whether flips keep the class, and the per-channel mean/std of the training split in [0, 1]
+    # that standardised every split (augmentation undoes it to work on pixels); None for other tasks.
+    mirror_symmetric: bool = False
+    pixel_mean: tuple[float, ...] | None = None
+    pixel_std: tuple[float, ...] | None = None
 
     def sizes(self) -> dict[str, int]:
         """Number of examples per split (language modelling: number of fixed-length blocks)."""

@@ -7,17 +7,45 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal
 
 from workers.data import builders
 from workers.data.bundle import DatasetBundle, DatasetInfo
-from workers.data.corruptions import CORRUPTIONS, DEFAULT_CORRUPTIONS, DEFAULT_SEVERITY
+from workers.data.corruptions import (
+    CORRUPTIONS,
+    DEFAULT_CORRUPTIONS,
+    DEFAULT_SEVERITY,
+    SEVERITIES,
+    CorruptionSets,
+    own_corruption_sets,
+)
 from workers.data.locations import cache_dir, offline_dir
 from workers.data.resolve import OfflineLocation, RawArrays, RawSource, resolve_raw
-from workers.data.sources import images, tabular, text
+from workers.data.sources import hendrycks, images, tabular, text
 
-__all__ = ["DATASETS", "clear_memory_cache", "get_dataset"]
+__all__ = [
+    "CORRUPTION_SOURCES",
+    "DATASETS",
+    "DATASET_CORRUPTIONS",
+    "UNREGISTERED_PAPER_DATASETS",
+    "clear_memory_cache",
+    "get_dataset",
+]
 
-Builder = Callable[[RawArrays, builders.SplitPlan], builders.Built]
+Builder = Callable[..., builders.Built]
+CorruptionSource = Literal["own", "hendrycks"]
+
+# Corruption names each corruption source can build: our numpy re-implementation (8) or the published
+# CIFAR-10-C arrays (19).
+CORRUPTION_SOURCES: dict[str, tuple[str, ...]] = {
+    "own": tuple(CORRUPTIONS),
+    "hendrycks": hendrycks.HENDRYCKS_CORRUPTIONS,
+}
+
+# Paper datasets no loader here can fetch (licensed); a stand-in's `stand_in_for` may name one of them.
+UNREGISTERED_PAPER_DATASETS: dict[str, str] = {
+    "ptb_wsj_pos": "the Penn Treebank-3 WSJ part-of-speech corpus, LDC99T42: LDC licence, no open download",
+}
 
 
 @dataclass(frozen=True)
@@ -29,7 +57,8 @@ class _Entry:
     # Fractions carved from the training pool where the source has no official split.
     val_fraction: float = 0.1
     test_fraction: float = 0.1
-    has_corruptions: bool = False
+    # Which corruption eval sets the dataset builds (cifar10_c & co); None: none.
+    corruption_source: CorruptionSource | None = None
 
 
 # --- raw sources ---------------------------------------------------------------------------------------
@@ -83,12 +112,17 @@ def _entry(
     default_model: str,
     *,
     stand_in_for: str | None = None,
-    has_corruptions: bool = False,
+    mirror_symmetric: bool = False,
+    corruption_source: CorruptionSource | None = None,
     **fractions: float,
 ) -> _Entry:
     sources = [location.description for location in source.offline]
     if source.download is not None:
         sources.append(f"download: {source.download_description}")
+    if corruption_source == "hendrycks":
+        sources.append(
+            f"corrupted test sets: {hendrycks.cifar10_c_offline_dir()} or download: Zenodo {hendrycks.CIFAR10_C_URL}"
+        )
     info = DatasetInfo(
         name=name,
         task=task,  # type: ignore[arg-type]
@@ -96,8 +130,20 @@ def _entry(
         description=description,
         stand_in_for=stand_in_for,
         sources=tuple(sources),
+        mirror_symmetric=mirror_symmetric,
+        stand_in_note=_stand_in_note(stand_in_for, description),
     )
-    return _Entry(info, source, build, default_model, has_corruptions=has_corruptions, **fractions)
+    return _Entry(info, source, build, default_model, corruption_source=corruption_source, **fractions)
+
+
+def _stand_in_note(stand_in_for: str | None, description: str) -> str | None:
+    """What a results header says about a stand-in: the paper dataset it replaces, then what it is."""
+    if stand_in_for is None:
+        return None
+    paper = stand_in_for
+    if stand_in_for in UNREGISTERED_PAPER_DATASETS:
+        paper = f"{stand_in_for} ({UNREGISTERED_PAPER_DATASETS[stand_in_for]})"
+    return f"stand-in for {paper}: {description}"
 
 
 _ENTRIES: tuple[_Entry, ...] = (
@@ -119,6 +165,7 @@ _ENTRIES: tuple[_Entry, ...] = (
         _FASHION,
         _image10,
         "vit_lite_paper",
+        mirror_symmetric=True,
     ),
     _entry(
         "svhn",
@@ -141,6 +188,7 @@ _ENTRIES: tuple[_Entry, ...] = (
         _CIFAR10,
         _image10,
         "vit_lite_paper",
+        mirror_symmetric=True,
     ),
     _entry(
         "cifar100",
@@ -154,29 +202,20 @@ _ENTRIES: tuple[_Entry, ...] = (
         ),
         partial(builders.build_image, num_classes=100),
         "vit_lite_paper",
+        mirror_symmetric=True,
     ),
     _entry(
-        "cifar10_c",
+        "cifar10_c_hendrycks",
         "image_classification",
         "accuracy",
-        "CIFAR-10 train/val/test plus corrupted copies of the test split (severity 3, own numpy "
-        "implementation of the CIFAR-10-C corruptions) as eval_sets.",
+        "CIFAR-10 train/val/test plus the published CIFAR-10-C arrays (Hendrycks & Dietterich 2019, Zenodo "
+        "record 2535967: 19 corruptions x severities 1-5 of the 10,000 CIFAR-10 test images) as eval sets; "
+        "default gaussian_noise, motion_blur and brightness at severity 3.",
         _CIFAR10,
         _image10,
         "vit_lite_paper",
-        has_corruptions=True,
-    ),
-    _entry(
-        "ptb_pos",
-        "token_classification",
-        "accuracy",
-        "POS tagging with Penn Treebank tags (the full WSJ treebank is LDC-licensed; the downloader uses "
-        "the openly licensed Penn-tagset corpus batterydata/pos_tagging).",
-        RawSource(
-            "ptb_pos", download=text.load_hub_pos, download_description="Hugging Face batterydata/pos_tagging"
-        ),
-        partial(builders.build_token_classification, max_len=128),
-        "encoder_paper",
+        mirror_symmetric=True,
+        corruption_source="hendrycks",
     ),
     _entry(
         "ptb_lm",
@@ -233,7 +272,38 @@ _ENTRIES: tuple[_Entry, ...] = (
         builders.build_regression,
         "tabular_paper",
     ),
-    # --- real offline stand-ins: each named as what it is ---
+    # --- stand-ins with a downloader: each named as what it is -----------------------------------------
+    _entry(
+        "cifar10_c",
+        "image_classification",
+        "accuracy",
+        "CIFAR-10 train/val/test plus our own numpy re-implementation of 8 of the 19 CIFAR-10-C corruptions "
+        "(gaussian, shot, impulse and speckle noise, gaussian and motion blur, brightness, contrast; "
+        "CIFAR-10-C's parameters for severities 1-5, no uint8 rounding) applied to the CIFAR-10 test split; "
+        "default gaussian_noise, motion_blur and brightness at severity 3.",
+        _CIFAR10,
+        _image10,
+        "vit_lite_paper",
+        stand_in_for="cifar10_c_hendrycks",
+        mirror_symmetric=True,
+        corruption_source="own",
+    ),
+    _entry(
+        "ptb_pos",
+        "token_classification",
+        "accuracy",
+        "Hugging Face batterydata/pos_tagging (Apache-2.0, made for BatteryDataExtractor): English "
+        "sentences with Penn-tagset POS tags that its card says come from CoNLL-2003 (Reuters news, "
+        "machine-tagged) and the Penn Treebank, with its own train/test split; not the LDC WSJ treebank "
+        "and not the standard WSJ sections 0-18/19-21/22-24.",
+        RawSource(
+            "ptb_pos", download=text.load_hub_pos, download_description="Hugging Face batterydata/pos_tagging"
+        ),
+        partial(builders.build_token_classification, max_len=128),
+        "encoder_paper",
+        stand_in_for="ptb_wsj_pos",
+    ),
+    # --- real offline stand-ins: each named as what it is -------------------------------------------
     _entry(
         "digits",
         "image_classification",
@@ -261,23 +331,24 @@ _ENTRIES: tuple[_Entry, ...] = (
         "fashion_mnist_c",
         "image_classification",
         "accuracy",
-        "Fashion-MNIST plus the cifar10_c corruptions (same code, severity 3) of its test split.",
+        "Fashion-MNIST plus our cifar10_c corruptions (same code; default severity 3) of its test split.",
         _FASHION,
         _image10,
         "vit_lite_paper",
-        stand_in_for="cifar10_c",
-        has_corruptions=True,
+        stand_in_for="cifar10_c_hendrycks",
+        mirror_symmetric=True,
+        corruption_source="own",
     ),
     _entry(
         "digits_c",
         "image_classification",
         "accuracy",
-        "sklearn digits plus the cifar10_c corruptions (same code, severity 3) of its test split.",
+        "sklearn digits plus our cifar10_c corruptions (same code; default severity 3) of its test split.",
         _DIGITS,
         _image10,
         "vit_lite_tiny",
-        stand_in_for="cifar10_c",
-        has_corruptions=True,
+        stand_in_for="cifar10_c_hendrycks",
+        corruption_source="own",
     ),
     _entry(
         "ptb_pos_sample",
@@ -288,7 +359,7 @@ _ENTRIES: tuple[_Entry, ...] = (
         _WSJ_POS,
         partial(builders.build_token_classification, max_len=128),
         "encoder_tiny",
-        stand_in_for="ptb_pos",
+        stand_in_for="ptb_wsj_pos",
     ),
     _entry(
         "ptb_lm_sample",
@@ -324,6 +395,13 @@ _REGISTRY: dict[str, _Entry] = {entry.info.name: entry for entry in _ENTRIES}
 
 DATASETS: dict[str, DatasetInfo] = {name: entry.info for name, entry in _REGISTRY.items()}
 
+# Corruption names each corruption dataset accepts (studies.spec mirrors this table without torch).
+DATASET_CORRUPTIONS: dict[str, tuple[str, ...]] = {
+    name: CORRUPTION_SOURCES[entry.corruption_source]
+    for name, entry in _REGISTRY.items()
+    if entry.corruption_source is not None
+}
+
 
 def _lookup(name: str) -> _Entry:
     try:
@@ -340,19 +418,18 @@ def _build_bundle(
     offline_path: str,  # part of the key only: the offline dir is read from the environment
     download: bool,
     corruptions: tuple[str, ...],
-    severity: int,
+    severities: tuple[int, ...],
 ) -> DatasetBundle:
     entry = _REGISTRY[name]
-    raw, origin = resolve_raw(entry.source, root=os.path.dirname(cache_path), download=download)
+    root = os.path.dirname(cache_path)
+    raw, origin = resolve_raw(entry.source, root=root, download=download)
     plan = builders.plan_splits(
         raw, split_seed=split_seed, val_fraction=entry.val_fraction, test_fraction=entry.test_fraction
     )
-    extra = (
-        {"corruptions": corruptions, "severity": severity, "corruption_seed": split_seed}
-        if corruptions
-        else {}
+    sets = _corruption_sets(
+        entry, corruptions, severities, split_seed=split_seed, root=root, download=download
     )
-    built = entry.build(raw, plan, **extra)
+    built = entry.build(raw, plan, **({"corruption_sets": sets} if sets is not None else {}))
     info = entry.info
     return DatasetBundle(
         name=info.name,
@@ -373,7 +450,26 @@ def _build_bundle(
         pools=plan.pools,
         class_names=built.class_names,
         vocab=built.vocab,
+        mirror_symmetric=info.mirror_symmetric,
+        pixel_mean=built.pixel_mean,
+        pixel_std=built.pixel_std,
     )
+
+
+def _corruption_sets(
+    entry: _Entry,
+    corruptions: tuple[str, ...],
+    severities: tuple[int, ...],
+    *,
+    split_seed: int,
+    root: str,
+    download: bool,
+) -> CorruptionSets | None:
+    if entry.corruption_source is None:
+        return None
+    if entry.corruption_source == "hendrycks":
+        return hendrycks.hendrycks_corruption_sets(corruptions, severities, root=root, download=download)
+    return own_corruption_sets(corruptions, severities, seed=split_seed)
 
 
 def get_dataset(
@@ -383,26 +479,36 @@ def get_dataset(
     root: str | os.PathLike[str] | None = None,
     download: bool = True,
     corruptions: Sequence[str] | None = None,
-    severity: int = DEFAULT_SEVERITY,
+    severities: Sequence[int] | None = None,
+    severity: int | None = None,
 ) -> DatasetBundle:
     """Ready train/val/test tensors of a registered dataset.
 
     Resolution: the cache ($NORMLAB_DATA_DIR/datasets or `root`/datasets), the dataset's offline
     locations, then its downloader (unless download=False). Raises DataUnavailableError, naming how to
-    get the data, when all fail. Splits depend on `split_seed` only. Corruption datasets (cifar10_c and
-    its stand-ins) take `corruptions` (default gaussian_noise, motion_blur, brightness) and `severity`.
+    get the data, when all fail. Splits depend on `split_seed` only.
+
+    Corruption datasets (DATASET_CORRUPTIONS: cifar10_c_hendrycks, cifar10_c and its stand-ins) build one
+    eval set per chosen corruption and severity: `corruptions` (default gaussian_noise, motion_blur,
+    brightness) and `severities` (each 1..5, default (3,); `severity=k` is shorthand for `severities=[k]`).
+    With one severity the eval sets are named by corruption, with several `<corruption>_s<severity>`.
     Results are memoised per process: repeated calls return the same (read-only) bundle.
     """
     entry = _lookup(name)
-    if entry.has_corruptions:
-        chosen = tuple(DEFAULT_CORRUPTIONS if corruptions is None else corruptions)
-        unknown = [c for c in chosen if c not in CORRUPTIONS]
-        if unknown:
-            raise ValueError(f"unknown corruptions {unknown}; known: {sorted(CORRUPTIONS)}")
-    elif corruptions:
-        raise ValueError(f"dataset {name!r} has no corruption eval sets (use e.g. cifar10_c, digits_c)")
+    if severity is not None:
+        if severities is not None:
+            raise ValueError("pass `severities` or `severity`, not both")
+        severities = (severity,)
+    if entry.corruption_source is None:
+        if corruptions or severities:
+            raise ValueError(
+                f"dataset {name!r} has no corruption eval sets (corruption datasets: {sorted(DATASET_CORRUPTIONS)})"
+            )
+        chosen: tuple[str, ...] = ()
+        levels: tuple[int, ...] = ()
     else:
-        chosen = ()
+        chosen = _checked_corruptions(name, DEFAULT_CORRUPTIONS if corruptions is None else corruptions)
+        levels = _checked_severities((DEFAULT_SEVERITY,) if severities is None else severities)
     return _build_bundle(
         name,
         int(split_seed),
@@ -410,8 +516,26 @@ def get_dataset(
         str(offline_dir().resolve()),
         bool(download),
         chosen,
-        int(severity),
+        levels,
     )
+
+
+def _checked_corruptions(name: str, corruptions: Sequence[str]) -> tuple[str, ...]:
+    chosen = tuple(corruptions)
+    known = DATASET_CORRUPTIONS[name]
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise ValueError(f"unknown corruptions {unknown} for {name!r}; known: {list(known)}")
+    if not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"corruptions must be a non-empty list without repeats, got {list(chosen)}")
+    return chosen
+
+
+def _checked_severities(severities: Sequence[int]) -> tuple[int, ...]:
+    levels = tuple(int(s) for s in severities)
+    if not levels or len(set(levels)) != len(levels) or any(s not in SEVERITIES for s in levels):
+        raise ValueError(f"severities must be distinct values in 1..5, got {list(levels)}")
+    return levels
 
 
 def clear_memory_cache() -> None:

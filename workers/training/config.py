@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from studies.spec import KNOB_MODEL_FIELDS
+from studies.spec import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
 
 __all__ = [
     "MODEL_KNOBS",
@@ -32,7 +32,7 @@ ORCHESTRATION_KEYS = frozenset(
 )
 
 # Knobs that configure the AutoNorm-S freeze controller rather than the model.
-TRAINING_KNOBS = frozenset({"t_freeze", "eps_h"})
+TRAINING_KNOBS = frozenset({"t_freeze", "eps_h", "freeze_signal", "freeze_scope"})
 
 # Knob name -> model config field. `tau` goes into norm_options and is handled separately.
 MODEL_KNOBS: dict[str, str] = {
@@ -75,6 +75,13 @@ class TrainConfig:
     grad_clip: float | None = 1.0  # max global gradient L2 norm; None or <= 0 disables
     mixup: float = 0.0  # MixUp Beta(alpha, alpha); 0 disables; images only
     cutmix: float = 0.0  # CutMix Beta(alpha, alpha); 0 disables; images only
+    # Training-image augmentation: none | crop_flip | randaugment | autoaugment (workers.training.augment);
+    # None -> the model's default: crop_flip on vit_lite_paper, none on tiny presets and raw model names.
+    augment: str | None = None
+    # Corruption eval sets of cifar10_c & co (get_dataset): corruption names and severities 1..5;
+    # None -> the dataset's defaults (gaussian_noise, motion_blur, brightness at severity 3).
+    corruptions: tuple[str, ...] | None = None
+    severities: tuple[int, ...] | None = None
     seed: int = 0  # trial seed: init, data order, dropout, gate noise, mixing
     split_seed: int = 0  # dataset split seed: fixed across trial seeds
     eval_split: Literal["val", "test"] = "val"  # "test": final phase, also evaluate the test split at the end
@@ -96,10 +103,27 @@ class TrainConfig:
             raise ValueError("warmup_epochs, mixup and cutmix must be >= 0")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.augment is not None and self.augment not in KNOBS["augment"].categories:
+            choices = ", ".join(KNOBS["augment"].categories)
+            raise ValueError(f"augment must be one of {choices} (or unset), got {self.augment!r}")
+        for name in ("corruptions", "severities"):  # JSON gives lists; keep tuples so configs compare equal
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         unknown = set(self.knobs) - TRAINING_KNOBS - set(MODEL_KNOBS) - {"tau"} - set(_HYPERPARAMETER_FIELDS)
         if unknown:
             known = sorted(TRAINING_KNOBS | set(MODEL_KNOBS) | {"tau"} | set(_HYPERPARAMETER_FIELDS))
             raise ValueError(f"unknown knobs {sorted(unknown)}; known knobs: {known}")
+        for name in ("freeze_signal", "freeze_scope"):
+            allowed = KNOBS[name].categories
+            if name in self.knobs and self.knobs[name] not in allowed:
+                raise ValueError(f"knob {name} must be one of {', '.join(allowed)}, got {self.knobs[name]!r}")
+        if self.method == "autonorm_s" and not 1 <= self.t_freeze < self.epochs:
+            # AutoNorm-S decides after epoch t_freeze: from epochs <= t_freeze on it is plain AutoNorm.
+            raise ValueError(
+                f"autonorm_s needs 1 <= t_freeze < epochs so that its selectors can freeze, got t_freeze "
+                f"{self.t_freeze} (default {DEFAULT_T_FREEZE}) with epochs {self.epochs}; set knobs "
+                f"t_freeze below {self.epochs} or raise epochs above {self.t_freeze}"
+            )
 
     @classmethod
     def from_trial_config(cls, config: Mapping[str, Any], **overrides: Any) -> TrainConfig:
@@ -125,11 +149,21 @@ class TrainConfig:
 
     @property
     def t_freeze(self) -> int:
-        return int(self.knobs.get("t_freeze", 10))  # paper default
+        return int(self.knobs.get("t_freeze", DEFAULT_T_FREEZE))  # paper default
 
     @property
     def eps_h(self) -> float:
-        return float(self.knobs.get("eps_h", 0.1))  # paper default
+        return float(self.knobs.get("eps_h", DEFAULT_EPS_H))  # paper default
+
+    @property
+    def freeze_signal(self) -> str:
+        """Where AutoNorm-S reads its gate entropy: "train" (the epoch's training batches) or "val"."""
+        return str(self.knobs.get("freeze_signal", "train"))
+
+    @property
+    def freeze_scope(self) -> str:
+        """ "global" (mean entropy, every selector together) or "per_layer" (each selector on its own)."""
+        return str(self.knobs.get("freeze_scope", "global"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -145,6 +179,7 @@ _HYPERPARAMETER_FIELDS = (
     "grad_clip",
     "mixup",
     "cutmix",
+    "augment",
 )
 
 # timm's defaults when a spec just says `mixup: true`.

@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from workers.training.augment import build_augmenter
 from workers.training.batches import iterate_batches, num_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
-from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss
+from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, TrainGateEntropy, layer_entropies
 from workers.training.mixing import BatchMixer
 from workers.training.optim import build_optimizer
 from workers.training.schedule import build_warmup_cosine
@@ -79,14 +80,20 @@ class TrainingRun:
         # Imported here so workers.training stays importable (and testable) without the heavy registries.
         from models import build_model
         from models.methods import norm_for_method
-        from models.norms import GateFreezer
+        from models.norms import GateFreezer, gated_norms
         from workers.data import get_dataset
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        self.bundle = get_dataset(cfg.dataset, split_seed=cfg.split_seed, root=cfg.data_root)
+        self.bundle = get_dataset(
+            cfg.dataset,
+            split_seed=cfg.split_seed,
+            root=cfg.data_root,
+            corruptions=cfg.corruptions,
+            severities=cfg.severities,
+        )
         # Seed after loading the data so init does not depend on whether the dataset was cached.
         seed_everything(cfg.seed)
         choice = norm_for_method(cfg.method)
@@ -101,9 +108,19 @@ class TrainingRun:
         self.scheduler = build_warmup_cosine(
             self.optimizer, warmup_steps=warmup_steps, total_steps=total_steps, min_ratio=cfg.min_lr_ratio
         )
-        self.freezer = GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h) if choice.gate_freeze else None
+        self.freezer = (
+            GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h, scope=cfg.freeze_scope)
+            if choice.gate_freeze
+            else None
+        )
+        self.gated_layers = len(gated_norms(self.model))
+        self.train_gates = TrainGateEntropy([norm for _, norm in gated_norms(self.model)])
         self.data_generator = torch.Generator().manual_seed(cfg.seed)
         self.mixer = self._build_mixer()
+        # Training batches only; its own generator (seeded from cfg.seed) is checkpointed with the run.
+        self.augmenter = build_augmenter(
+            cfg.augment, self.bundle, model=cfg.model or self.bundle.default_model, seed=cfg.seed
+        )
         self.loss_fn = TaskLoss(
             self.bundle.task, label_smoothing=cfg.label_smoothing, ignore_index=self.bundle.ignore_index
         )
@@ -135,15 +152,18 @@ class TrainingRun:
         train_loss, samples = self._train_steps()
         train_time = time.perf_counter() - started
         metric, gates = self.evaluate(self.bundle.val)
+        train_gates = self.train_gates.compute()
         if self.freezer is not None:
-            if "gate_entropy_mean" not in gates:
+            entropies = layer_entropies({**gates, **train_gates}, cfg.freeze_signal)
+            if not entropies:
                 raise RuntimeError(f"method {cfg.method!r} freezes gates but the model reports none")
-            self.freezer.observe(self.epoch, gates["gate_entropy_mean"], self.model)
+            self.freezer.observe(self.epoch, entropies, self.model)
         metrics: dict[str, Any] = {
             "epoch": self.epoch,
             "train_loss": train_loss,
             **self._validation_metrics(metric),
             **gates,
+            **train_gates,
             **self._freeze_metrics(),
             "lr": self.scheduler.get_last_lr()[0],
         }
@@ -170,6 +190,7 @@ class TrainingRun:
         model.train()
         order = torch.randperm(len(self.bundle.train), generator=self.data_generator)
         loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
+        self.train_gates.reset()
         samples = 0
         bar = self._progress_bar()
         try:
@@ -177,10 +198,13 @@ class TrainingRun:
                 if step >= self.steps_per_epoch:
                     break
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                if self.augmenter is not None:
+                    x = self.augmenter(x)
                 if self.mixer is not None:
                     x, y = self.mixer(x, y)
                 with self._autocast():
                     output = model(x)
+                self.train_gates.update()  # the noise-free gates this batch trained with
                 loss = self.loss_fn(output, y)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -228,6 +252,7 @@ class TrainingRun:
             "scheduler": self.scheduler.state_dict(),
             "freezer": self.freezer.state_dict() if self.freezer is not None else None,
             "mixer": self.mixer.state_dict() if self.mixer is not None else None,
+            "augmenter": self.augmenter.state_dict() if self.augmenter is not None else None,
             "rng": capture_rng_state(self.data_generator),
             "history": self.history,
         }
@@ -244,6 +269,8 @@ class TrainingRun:
             self.freezer.apply(self.model)
         if self.mixer is not None:
             self.mixer.load_state_dict(state["mixer"])
+        if self.augmenter is not None:
+            self.augmenter.load_state_dict(state.get("augmenter"))
         restore_rng_state(state["rng"], self.data_generator)
         self.epoch = int(state["epoch"])
         self.history = list(state["history"])
@@ -254,12 +281,9 @@ class TrainingRun:
         return {f"val_{self.bundle.metric}": value, "objective": value}
 
     def _freeze_metrics(self) -> dict[str, int]:
-        frozen = self.freezer is not None and self.freezer.frozen
-        freeze_epoch = self.freezer.freeze_epoch if frozen else None
-        return {
-            "gates_frozen": int(frozen),
-            "freeze_epoch": int(freeze_epoch) if freeze_epoch is not None else -1,
-        }
+        if self.freezer is None:
+            return {"gates_frozen": 0, "freeze_epoch": -1}
+        return self.freezer.layer_metrics(self.gated_layers)
 
     def _build_mixer(self) -> BatchMixer | None:
         cfg = self.cfg

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-__all__ = ["GateStats", "MetricAccumulator", "TaskLoss"]
+from models.norms.autonorm import gate_entropy
+
+__all__ = [
+    "FREEZE_SIGNAL_PREFIXES",
+    "GateStats",
+    "MetricAccumulator",
+    "TaskLoss",
+    "TrainGateEntropy",
+    "layer_entropies",
+]
+
+# Where each AutoNorm-S freeze signal's per-layer entropies sit in an epoch's metrics.
+FREEZE_SIGNAL_PREFIXES = {"train": "train_gate_entropy_", "val": "gate_entropy_"}
 
 _CLASSIFICATION_TASKS = frozenset(
     {"image_classification", "sequence_classification", "token_classification", "language_modeling"}
@@ -121,3 +134,50 @@ class GateStats:
             metrics[f"gate_entropy_{i}"] = self._entropy_sum[i] / self._n
         metrics["gate_entropy_mean"] = sum(self._entropy_sum) / (self._n * len(self.layers))
         return metrics
+
+
+class TrainGateEntropy:
+    """Mean noise-free gate entropy per gated layer over one epoch's training batches (per sample, or per
+    token where a causal head gates each token).
+
+    AutoNorm keeps the noise-free softmax of its last forward in `last_probs`, in train mode too, so
+    reading it after every training forward gives the entropy of the gates each batch trained with,
+    free of Gumbel noise. Sums stay on the model's device: one host sync per epoch, in `compute`.
+    """
+
+    def __init__(self, norms: Sequence[nn.Module]) -> None:
+        self._norms = list(norms)  # AutoNorm layers, in models.norms.gated_norms order
+        self._sum: torch.Tensor | None = None  # (L,) summed per-sample entropies
+        self._count = 0
+
+    def reset(self) -> None:
+        self._sum, self._count = None, 0
+
+    def update(self) -> None:
+        """Add the batch the gated layers have just seen (call after each training forward)."""
+        if not self._norms:
+            return
+        # (L, B, 2) per-sample gates, or (L, B, T, 2) per-token gates under a causal (lm) head
+        probs = torch.stack([norm.last_probs for norm in self._norms])
+        entropy = gate_entropy(probs).flatten(1)  # (L, N): one entry per gate decision
+        total = entropy.sum(dim=1)  # (L,)
+        self._sum = total if self._sum is None else self._sum + total
+        self._count += entropy.shape[1]
+
+    def compute(self) -> dict[str, float]:
+        """train_gate_entropy_<i> per layer and train_gate_entropy_mean; empty without gates or batches."""
+        if self._sum is None or self._count == 0:
+            return {}
+        per_layer = (self._sum / self._count).tolist()
+        metrics = {f"train_gate_entropy_{i}": value for i, value in enumerate(per_layer)}
+        metrics["train_gate_entropy_mean"] = sum(per_layer) / len(per_layer)
+        return metrics
+
+
+def layer_entropies(metrics: Mapping[str, float], signal: str) -> list[float]:
+    """The per-layer gate entropies of an epoch's metrics that AutoNorm-S freeze signal `signal` reads."""
+    prefix = FREEZE_SIGNAL_PREFIXES[signal]
+    values: list[float] = []
+    while f"{prefix}{len(values)}" in metrics:
+        values.append(float(metrics[f"{prefix}{len(values)}"]))
+    return values

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import io
+import tarfile
 import threading
 import time
 import zipfile
@@ -20,7 +22,7 @@ import torch
 
 from workers.data import DataUnavailableError, clear_memory_cache, get_dataset
 from workers.data import resolve as resolve_module
-from workers.data.sources import tabular
+from workers.data.sources import hendrycks, tabular
 
 # --- a local "UCI" -------------------------------------------------------------------------------------
 
@@ -314,3 +316,141 @@ def test_ptb_lm_keeps_the_three_official_splits(hub_calls: list[tuple[Any, ...]]
     assert bundle.model_fields["head"] == "lm"
     # 6 words + <eos> per sentence, 30 sentences, block 128: 209 targets -> 2 blocks
     assert len(bundle.train) == 2
+
+
+# --- the published CIFAR-10-C from a local "Zenodo" ------------------------------------------------------
+
+C_PER_SEVERITY = 10  # the stub CIFAR-10 test split holds 10 images
+
+
+def _cifar10_c_arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    arrays = {
+        name: rng.integers(0, 256, (5 * C_PER_SEVERITY, 32, 32, 3), dtype=np.uint8)
+        for name in hendrycks.HENDRYCKS_CORRUPTIONS
+    }
+    arrays["labels"] = np.tile(np.arange(C_PER_SEVERITY) % 10, 5).astype(np.uint8)
+    return arrays
+
+
+def _cifar10_c_tar(arrays: dict[str, np.ndarray], *, leave_out: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, array in arrays.items():
+            if name == leave_out:
+                continue
+            payload = io.BytesIO()
+            np.save(payload, array)
+            info = tarfile.TarInfo(f"CIFAR-10-C/{name}.npy")
+            info.size = payload.tell()
+            payload.seek(0)
+            archive.addfile(info, payload)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def zenodo(
+    local_server: _Server, empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[_Server, dict[str, np.ndarray]]:
+    monkeypatch.setenv("NORMLAB_OFFLINE_DATA", str(tmp_path / "offline"))
+    arrays = _cifar10_c_arrays()
+    payload = _cifar10_c_tar(arrays)
+    local_server.routes["/records/2535967/files/CIFAR-10-C.tar"] = payload
+    monkeypatch.setattr(
+        hendrycks, "CIFAR10_C_URL", f"{local_server.url}/records/2535967/files/CIFAR-10-C.tar"
+    )
+    monkeypatch.setattr(hendrycks, "CIFAR10_C_MD5", hashlib.md5(payload).hexdigest())
+    return local_server, arrays
+
+
+def _standardised(bundle: Any, images: np.ndarray) -> torch.Tensor:
+    unit = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0
+    return (unit - torch.tensor(bundle.pixel_mean).view(1, -1, 1, 1)) / torch.tensor(bundle.pixel_std).view(
+        1, -1, 1, 1
+    )
+
+
+def test_published_cifar10_c_downloads_once_and_serves_the_chosen_corruptions_and_severities(
+    zenodo: tuple[_Server, dict[str, np.ndarray]], hub_calls: list[tuple[Any, ...]], empty_cache: Path
+) -> None:
+    server, arrays = zenodo
+    bundle = get_dataset("cifar10_c_hendrycks", corruptions=["fog", "brightness"], severities=[2, 5])
+    assert list(bundle.eval_sets) == ["fog_s2", "fog_s5", "brightness_s2", "brightness_s5"]
+    for name in ("fog", "brightness"):
+        for severity in (2, 5):
+            block = slice((severity - 1) * C_PER_SEVERITY, severity * C_PER_SEVERITY)
+            x, y = bundle.eval_sets[f"{name}_s{severity}"].tensors
+            torch.testing.assert_close(x, _standardised(bundle, arrays[name][block]))
+            assert y.dtype == torch.int64 and y.tolist() == arrays["labels"][block].tolist()
+    assert bundle.stand_in_for is None and bundle.mirror_symmetric
+    cached = empty_cache / "datasets" / "cifar10_c_hendrycks"
+    assert sorted(p.name for p in cached.iterdir()) == sorted(f"{n}.npy" for n in arrays)
+    assert server.requests == ["/records/2535967/files/CIFAR-10-C.tar"]
+
+    clear_memory_cache()
+    server.routes.clear()  # the second call must not need the server
+    again = get_dataset("cifar10_c_hendrycks", download=False)
+    assert list(again.eval_sets) == ["gaussian_noise", "motion_blur", "brightness"]  # defaults, severity 3
+    block = slice(2 * C_PER_SEVERITY, 3 * C_PER_SEVERITY)
+    torch.testing.assert_close(
+        again.eval_sets["brightness"].tensors[0], _standardised(again, arrays["brightness"][block])
+    )
+    assert len(server.requests) == 1
+
+
+def test_published_cifar10_c_with_a_wrong_checksum_is_refused_and_leaves_nothing(
+    zenodo: tuple[_Server, dict[str, np.ndarray]],
+    hub_calls: list[tuple[Any, ...]],
+    empty_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hendrycks, "CIFAR10_C_MD5", "0" * 32)
+    with pytest.raises(DataUnavailableError, match=r"download from Zenodo .* failed \(ValueError: MD5"):
+        get_dataset("cifar10_c_hendrycks")
+    assert [p.name for p in (empty_cache / "datasets").iterdir() if "hendrycks" in p.name] == [
+        "cifar10_c_hendrycks.lock"
+    ]
+
+
+def test_published_cifar10_c_archive_without_a_corruption_is_refused(
+    zenodo: tuple[_Server, dict[str, np.ndarray]],
+    hub_calls: list[tuple[Any, ...]],
+    empty_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, arrays = zenodo
+    payload = _cifar10_c_tar(arrays, leave_out="snow")
+    server.routes["/records/2535967/files/CIFAR-10-C.tar"] = payload
+    monkeypatch.setattr(hendrycks, "CIFAR10_C_MD5", hashlib.md5(payload).hexdigest())
+    with pytest.raises(DataUnavailableError, match=r"lacks snow\.npy"):
+        get_dataset("cifar10_c_hendrycks")
+    assert not (empty_cache / "datasets" / "cifar10_c_hendrycks").exists()
+
+
+def test_an_extracted_cifar10_c_in_the_offline_dir_needs_no_network(
+    zenodo: tuple[_Server, dict[str, np.ndarray]], hub_calls: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    server, arrays = zenodo
+    extracted = tmp_path / "offline" / "CIFAR-10-C"
+    extracted.mkdir(parents=True)
+    for name, array in arrays.items():
+        np.save(extracted / f"{name}.npy", array)
+    bundle = get_dataset("cifar10_c_hendrycks", corruptions=["snow"], severities=[1])
+    torch.testing.assert_close(
+        bundle.eval_sets["snow"].tensors[0], _standardised(bundle, arrays["snow"][:C_PER_SEVERITY])
+    )
+    assert server.requests == []
+
+
+def test_published_cifar10_c_without_download_names_zenodo_and_the_offline_dir(
+    zenodo: tuple[_Server, dict[str, np.ndarray]], hub_calls: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    get_dataset("cifar10")  # the clean CIFAR-10 is cached; only the corrupted arrays are missing
+    clear_memory_cache()
+    with pytest.raises(DataUnavailableError) as raised:
+        get_dataset("cifar10_c_hendrycks", download=False)
+    message = str(raised.value)
+    assert "download=False" in message and "CIFAR-10-C.tar" in message
+    assert str(tmp_path / "offline" / "CIFAR-10-C") in message
+    with pytest.raises(ValueError, match="unknown corruptions"):
+        get_dataset("cifar10_c_hendrycks", corruptions=["blur"])

@@ -28,7 +28,7 @@ EXPECTED: dict[str, Expected] = {
     "digits": Expected((1437, 180, 180), (1, 8, 8), 10, "mnist"),
     "mnist_5k": Expected((4000, 500, 500), (1, 28, 28), 10, "mnist"),
     "fashion_mnist": Expected((54000, 6000, 10000), (1, 28, 28), 10, None),
-    "ptb_pos_sample": Expected((801, 100, 100), (128,), 44, "ptb_pos"),
+    "ptb_pos_sample": Expected((801, 100, 100), (128,), 44, "ptb_wsj_pos"),
     "rotten_tomatoes_vader": Expected((8454, 1057, 1057), (64,), 2, "sst2"),
     "california_housing": Expected((16512, 2064, 2064), (8,), None, None),
 }
@@ -155,7 +155,7 @@ def test_rotten_tomatoes_stand_in_is_binary_and_roughly_balanced() -> None:
 def test_corruption_stand_ins_add_corrupted_copies_of_the_test_split(name: str) -> None:
     bundle = get_dataset(name, download=False)
     clean_x, clean_y = bundle.test.tensors
-    assert bundle.stand_in_for == "cifar10_c"
+    assert bundle.stand_in_for == "cifar10_c_hendrycks"
     assert list(bundle.eval_sets) == ["gaussian_noise", "motion_blur", "brightness"]
     for corrupted in bundle.eval_sets.values():
         x, y = corrupted.tensors
@@ -168,9 +168,58 @@ def test_corruption_options_choose_the_eval_sets() -> None:
     bundle = get_dataset("digits_c", download=False, corruptions=["contrast", "impulse_noise"], severity=5)
     assert list(bundle.eval_sets) == ["contrast", "impulse_noise"]
     with pytest.raises(ValueError, match="unknown corruptions"):
-        get_dataset("digits_c", download=False, corruptions=["snow"])
+        get_dataset("digits_c", download=False, corruptions=["snow"])  # only in the published CIFAR-10-C
     with pytest.raises(ValueError, match="no corruption eval sets"):
         get_dataset("digits", download=False, corruptions=["contrast"])
+    with pytest.raises(ValueError, match="no corruption eval sets"):
+        get_dataset("digits", download=False, severities=[2])
+
+
+def test_several_severities_name_each_eval_set_by_corruption_and_severity() -> None:
+    bundle = get_dataset(
+        "digits_c", download=False, corruptions=["gaussian_noise", "contrast"], severities=[1, 5]
+    )
+    assert list(bundle.eval_sets) == [
+        "gaussian_noise_s1",
+        "gaussian_noise_s5",
+        "contrast_s1",
+        "contrast_s5",
+    ]
+    clean = bundle.test.tensors[0]
+    for name in ("gaussian_noise", "contrast"):
+        mild, harsh = (
+            float((bundle.eval_sets[f"{name}_s{s}"].tensors[0] - clean).abs().mean()) for s in (1, 5)
+        )
+        assert 0 < mild < harsh
+    one = get_dataset("digits_c", download=False, corruptions=["contrast"], severities=[5])
+    assert torch.equal(one.eval_sets["contrast"].tensors[0], bundle.eval_sets["contrast_s5"].tensors[0])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"severities": [0]}, "severities must be distinct values in 1..5"),
+        ({"severities": [3, 3]}, "severities must be distinct"),
+        ({"severities": [2], "severity": 2}, "not both"),
+        ({"corruptions": []}, "non-empty list"),
+        ({"corruptions": ["contrast", "contrast"]}, "without repeats"),
+    ],
+)
+def test_bad_corruption_options_are_rejected(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        get_dataset("digits_c", download=False, **options)
+
+
+def test_images_carry_their_pixel_statistics_and_mirror_symmetry() -> None:
+    digits = get_dataset("digits", download=False)
+    unit = digits.train.tensors[0] * torch.tensor(digits.pixel_std).view(1, -1, 1, 1) + torch.tensor(
+        digits.pixel_mean
+    ).view(1, -1, 1, 1)
+    assert float(unit.min()) >= -1e-6 and float(unit.max()) <= 1 + 1e-6  # standardisation undone
+    assert not digits.mirror_symmetric
+    assert get_dataset("fashion_mnist", download=False).mirror_symmetric
+    text = get_dataset("ptb_pos_sample", download=False)
+    assert text.pixel_mean is None and not text.mirror_symmetric
 
 
 def test_repeated_calls_return_the_memoised_bundle() -> None:

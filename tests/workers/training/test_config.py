@@ -68,3 +68,38 @@ def test_tau_is_only_passed_to_gated_norms():
 def test_invalid_budgets_are_rejected(bad):
     with pytest.raises(ValueError):
         TrainConfig(**bad)
+
+
+@pytest.mark.parametrize(
+    "epochs, knobs",
+    [(4, {"t_freeze": 4}), (4, {"t_freeze": 9}), (10, {}), (1, {"t_freeze": 1}), (4, {"t_freeze": 0})],
+)
+def test_autonorm_s_refuses_a_t_freeze_it_could_never_act_on(epochs, knobs):
+    with pytest.raises(ValueError, match="needs 1 <= t_freeze < epochs"):
+        TrainConfig(method="autonorm_s", epochs=epochs, knobs=knobs)
+
+
+def test_autonorm_s_accepts_a_freeze_before_its_last_epoch_and_other_methods_ignore_t_freeze():
+    assert TrainConfig(method="autonorm_s", epochs=11).t_freeze == 10  # the paper default fits
+    assert TrainConfig(method="autonorm_s", epochs=4, knobs={"t_freeze": 3}).t_freeze == 3
+    assert TrainConfig(method="autonorm", epochs=2).t_freeze == 10  # no freeze schedule to refuse
+
+
+def test_a_trial_config_is_refused_the_same_way():
+    with pytest.raises(ValueError, match="t_freeze below 4"):
+        TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 4}))
+
+
+def test_freeze_signal_and_scope_default_to_train_batches_and_one_global_decision():
+    cfg = TrainConfig.from_trial_config(_trial())
+    assert (cfg.freeze_signal, cfg.freeze_scope) == ("train", "global")
+    chosen = TrainConfig.from_trial_config(
+        _trial(knobs={"t_freeze": 2, "freeze_signal": "val", "freeze_scope": "per_layer"})
+    )
+    assert (chosen.freeze_signal, chosen.freeze_scope) == ("val", "per_layer")
+
+
+@pytest.mark.parametrize("knobs", [{"freeze_signal": "test"}, {"freeze_scope": "layer"}])
+def test_unknown_freeze_signals_and_scopes_are_refused(knobs):
+    with pytest.raises(ValueError, match="must be one of"):
+        TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 2, **knobs}))

@@ -34,6 +34,12 @@ SMALL = TrainConfig(
 )
 
 
+# Shorter runs of the same setup: AutoNorm-S must decide before its last epoch (t_freeze < epochs), so
+# a two-epoch run decides after epoch 1 and a one-epoch run uses plain AutoNorm.
+TWO_EPOCHS = replace(SMALL, epochs=2, knobs={**SMALL.knobs, "t_freeze": 1})
+ONE_EPOCH = replace(SMALL, method="autonorm", epochs=1)
+
+
 class Killed(Exception):
     """Raised from the report callback to stop a run the way a crash would, right after a checkpoint."""
 
@@ -51,7 +57,7 @@ def _run(cfg, checkpoint_dir, **kwargs):
 
 
 def test_two_runs_with_the_same_seed_report_identical_metrics(tmp_path):
-    cfg = replace(SMALL, epochs=2)
+    cfg = TWO_EPOCHS
     _, first = _run(cfg, tmp_path / "a")
     _, second = _run(cfg, tmp_path / "b")
     assert _without_timing([m for m, _ in first]) == _without_timing([m for m, _ in second])
@@ -109,16 +115,16 @@ def test_resuming_after_a_crash_in_a_new_process_equals_the_uninterrupted_run(tm
 
 
 def test_a_completed_run_resumes_to_its_final_metrics_without_reporting_again(tmp_path):
-    cfg = replace(SMALL, epochs=1)
+    cfg = ONE_EPOCH
     final, _ = _run(cfg, tmp_path)
     again, reports = _run(cfg, tmp_path)
     assert reports == [] and again == final
 
 
 def test_a_checkpoint_of_a_different_run_is_refused(tmp_path):
-    _run(replace(SMALL, epochs=1), tmp_path)
+    _run(ONE_EPOCH, tmp_path)
     with pytest.raises(ValueError, match="different run"):
-        _run(replace(SMALL, epochs=1, lr=1e-2), tmp_path)
+        _run(replace(ONE_EPOCH, lr=1e-2), tmp_path)
 
 
 def test_short_training_on_digits_beats_chance_clearly(tmp_path):
@@ -140,7 +146,7 @@ def test_short_training_on_digits_beats_chance_clearly(tmp_path):
 
 
 def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint(tmp_path):
-    cfg = replace(SMALL, epochs=2)
+    cfg = TWO_EPOCHS
     seen_checkpoints = []
 
     def report(metrics, checkpoint_dir):
@@ -157,6 +163,7 @@ def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint
     expected = {
         "epoch", "train_loss", "val_accuracy", "objective", "gate_dyt_weight_0", "gate_entropy_0",
         "gate_entropy_mean", "gates_frozen", "freeze_epoch", "epoch_time_s", "samples_per_s", "lr",
+        "gate_frozen_0", "train_gate_entropy_0", "train_gate_entropy_mean",
     }  # fmt: skip
     for metrics, _ in reports[1:]:
         assert expected <= set(metrics)
@@ -248,11 +255,86 @@ def test_norm_parameters_and_biases_get_no_weight_decay_and_selectors_their_own_
 
 
 def test_progress_bar_is_off_when_not_attached_to_a_terminal(tmp_path, capsys):
-    run_training(replace(SMALL, epochs=1), checkpoint_dir=tmp_path)
+    run_training(ONE_EPOCH, checkpoint_dir=tmp_path)
     assert "epoch 1/1" not in capsys.readouterr().err
 
 
 def test_checkpoint_directory_holds_only_the_checkpoint(tmp_path):
-    run_training(replace(SMALL, epochs=2), checkpoint_dir=tmp_path)
+    run_training(TWO_EPOCHS, checkpoint_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_FILE]
     shutil.rmtree(tmp_path)
+
+
+def _keep_checkpoints(states):
+    """A report callback that keeps each epoch's checkpoint in `states` (epoch -> state)."""
+
+    def report(metrics, checkpoint_dir):
+        if checkpoint_dir is not None:
+            states[metrics["epoch"]] = load_checkpoint(Path(checkpoint_dir) / CHECKPOINT_FILE)
+
+    return report
+
+
+@pytest.mark.parametrize("signal, prefix", [("train", "train_gate_entropy_"), ("val", "gate_entropy_")])
+def test_the_freeze_reads_train_batch_entropy_by_default_or_the_validation_split_on_request(
+    tmp_path, signal, prefix
+):
+    knobs = dict(TWO_EPOCHS.knobs)
+    if signal == "val":  # "train" is the default: left unset
+        knobs["freeze_signal"] = "val"
+    states = {}
+    final = run_training(
+        replace(TWO_EPOCHS, knobs=knobs), checkpoint_dir=tmp_path, report=_keep_checkpoints(states)
+    )
+    layers = range(5)  # vit_lite_tiny: five gated norms
+    assert all(f"train_gate_entropy_{i}" in final for i in layers) and "train_gate_entropy_5" not in final
+    first = states[1]["history"][-1]
+    assert states[1]["freezer"]["entropy_history"] == [[first[f"{prefix}{i}"] for i in layers]]
+    # The two readings differ (noise-free gates on training batches vs the validation split).
+    assert [first[f"train_gate_entropy_{i}"] for i in layers] != [first[f"gate_entropy_{i}"] for i in layers]
+    mean = sum(first[f"train_gate_entropy_{i}"] for i in layers) / len(layers)
+    assert first["train_gate_entropy_mean"] == pytest.approx(mean)
+    assert all(0.0 <= first[f"train_gate_entropy_{i}"] <= math.log(2) + 1e-6 for i in layers)
+
+
+def test_a_per_layer_freeze_stops_exactly_the_selectors_whose_entropy_stayed_high(tmp_path):
+    base = replace(TWO_EPOCHS, mixup=0.0, cutmix=0.0)
+    probe = replace(base, knobs={**base.knobs, "eps_h": 0.0, "freeze_scope": "per_layer"})
+    _, reports = _run(probe, tmp_path / "probe")
+    epoch1 = reports[1][0]
+    entropies = [epoch1[f"train_gate_entropy_{i}"] for i in range(5)]
+    assert min(entropies) < max(entropies)
+    eps_h = (min(entropies) + max(entropies)) / 2  # some layers above, some below
+    states = {}
+    cfg = replace(base, knobs={**base.knobs, "eps_h": eps_h, "freeze_scope": "per_layer"})
+    final = run_training(cfg, checkpoint_dir=tmp_path / "run", report=_keep_checkpoints(states))
+    expected = [int(h >= eps_h) for h in entropies]  # epoch 1 is the same run up to the decision
+    assert [final[f"gate_frozen_{i}"] for i in range(5)] == expected
+    assert final["gates_frozen"] == 1 and final["freeze_epoch"] == 1
+    names = list(dict.fromkeys(k.split(".selector.")[0] for k in states[1]["model"] if ".selector." in k))
+    for index, name in enumerate(names):
+        keys = [k for k in states[1]["model"] if k.startswith(f"{name}.selector.")]
+        unchanged = all(torch.equal(states[1]["model"][k], states[2]["model"][k]) for k in keys)
+        assert unchanged == bool(expected[index]), name
+
+
+def test_resuming_a_per_layer_validation_signal_run_equals_the_uninterrupted_run(tmp_path):
+    cfg = replace(
+        SMALL, knobs={**SMALL.knobs, "eps_h": 0.69, "freeze_signal": "val", "freeze_scope": "per_layer"}
+    )
+    _, straight = _run(cfg, tmp_path / "straight")
+
+    def crash_after_epoch_2(metrics, checkpoint_dir):
+        if metrics["epoch"] == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_training(cfg, checkpoint_dir=tmp_path / "resumed", report=crash_after_epoch_2)
+    _, resumed = _run(cfg, tmp_path / "resumed")
+    assert [m["epoch"] for m, _ in resumed] == [3, 4]
+    assert _without_timing([m for m, _ in resumed]) == _without_timing([m for m, _ in straight[-2:]])
+    straight_state = load_checkpoint(tmp_path / "straight" / CHECKPOINT_FILE)
+    resumed_state = load_checkpoint(tmp_path / "resumed" / CHECKPOINT_FILE)
+    assert straight_state["freezer"] == resumed_state["freezer"]
+    for name, tensor in straight_state["model"].items():
+        assert torch.equal(tensor, resumed_state["model"][name]), name

@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss
+from workers.training.metrics import (
+    FREEZE_SIGNAL_PREFIXES,
+    GateStats,
+    MetricAccumulator,
+    TaskLoss,
+    TrainGateEntropy,
+    layer_entropies,
+)
 
 
 def test_accuracy_ignores_padded_tokens():
@@ -72,3 +79,86 @@ def test_models_without_gates_report_no_gate_metrics():
     stats = GateStats()
     stats.update([], 8)
     assert stats.compute() == {}
+
+
+def _gated_model():
+    from models import build_model
+
+    torch.manual_seed(0)
+    return build_model("vit_lite_tiny", {"norm": "autonorm", "num_classes": 3})
+
+
+def _entropy(probs: torch.Tensor) -> torch.Tensor:
+    return -(probs * probs.log()).sum(-1)  # (B,)
+
+
+def test_train_gate_entropy_is_the_noise_free_entropy_per_layer_over_the_epochs_samples():
+    from models.norms import gated_norms
+
+    model = _gated_model().train()
+    for norm in (n for _, n in gated_norms(model)):  # gates away from (0.5, 0.5), different per layer
+        torch.nn.init.normal_(norm.selector.fc2.weight, std=2.0)
+    norms = [norm for _, norm in gated_norms(model)]
+    tracker = TrainGateEntropy(norms)
+    seen: list[list[torch.Tensor]] = [[] for _ in norms]
+    for batch in (4, 2):  # batches of different sizes: the mean is per sample
+        model(torch.randn(batch, 1, 8, 8))
+        tracker.update()
+        for i, norm in enumerate(norms):
+            seen[i].append(_entropy(norm.last_probs))
+    metrics = tracker.compute()
+    expected = [float(torch.cat(layer).mean()) for layer in seen]
+    assert [metrics[f"train_gate_entropy_{i}"] for i in range(len(norms))] == pytest.approx(expected)
+    assert metrics["train_gate_entropy_mean"] == pytest.approx(sum(expected) / len(expected))
+    assert len(set(round(e, 4) for e in expected)) > 1  # the layers really differ
+
+
+def test_train_gate_entropy_ignores_the_gumbel_noise_of_the_training_forward():
+    from models.norms import gated_norms
+
+    model = _gated_model().train()
+    norms = [norm for _, norm in gated_norms(model)]
+    tracker = TrainGateEntropy(norms)
+    model(torch.randn(3, 1, 8, 8))  # zero-initialised selectors: noise-free gates are exactly (0.5, 0.5)
+    tracker.update()
+    assert tracker.compute()["train_gate_entropy_mean"] == pytest.approx(math.log(2), abs=1e-6)
+
+
+def test_train_gate_entropy_resets_per_epoch_and_is_empty_without_gates():
+    assert TrainGateEntropy([]).compute() == {}
+    from models.norms import gated_norms
+
+    model = _gated_model().train()
+    tracker = TrainGateEntropy([norm for _, norm in gated_norms(model)])
+    model(torch.randn(2, 1, 8, 8))
+    tracker.update()
+    tracker.reset()
+    assert tracker.compute() == {}
+
+
+def test_layer_entropies_read_the_freeze_signal_from_an_epochs_metrics():
+    metrics = {
+        "gate_entropy_0": 0.1, "gate_entropy_1": 0.2, "gate_entropy_mean": 0.15,
+        "train_gate_entropy_0": 0.3, "train_gate_entropy_1": 0.4, "train_gate_entropy_mean": 0.35,
+    }  # fmt: skip
+    assert layer_entropies(metrics, "train") == [0.3, 0.4]
+    assert layer_entropies(metrics, "val") == [0.1, 0.2]
+    assert layer_entropies({}, "train") == []
+
+
+def test_the_freeze_signals_are_the_spec_knobs_categories():
+    from studies.spec import KNOBS
+
+    assert tuple(FREEZE_SIGNAL_PREFIXES) == KNOBS["freeze_signal"].categories
+
+
+def test_per_token_gates_of_a_causal_head_count_one_entry_per_token():
+    from types import SimpleNamespace
+
+    sure, unsure = torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5])
+    layer = SimpleNamespace(
+        last_probs=torch.stack([torch.stack([sure, unsure, unsure])] * 2)
+    )  # (B=2, T=3, 2)
+    tracker = TrainGateEntropy([layer])
+    tracker.update()
+    assert tracker.compute()["train_gate_entropy_0"] == pytest.approx(2 / 3 * math.log(2))

@@ -1,0 +1,61 @@
+"""HTTP /results/{dataset} of a stand-in dataset says what it stands in for and what it is."""
+
+from __future__ import annotations
+
+import json
+
+from service.store import record_trial, session_scope
+from studies.tables.dataset_notes import DATASET_NOTES
+from tests.service.conftest import AUTH
+
+SPEC = {
+    "name": "note",
+    "dataset": "digits",
+    "model": "vit_lite_tiny",
+    "methods": ["frozen_ln", "dyt"],
+    "seeds": [0, 1, 2],
+    "budget": {"epochs": 2, "batch_size": 32},
+}
+
+
+def _finished_study(client, engine, **changes) -> str:
+    spec = {**SPEC, **changes}
+    response = client.post(
+        "/studies", content=json.dumps(spec), headers={"Content-Type": "application/json", **AUTH}
+    )
+    assert response.status_code == 201, response.text
+    study_id = response.json()["id"]
+    with session_scope(engine) as session:
+        for method in spec["methods"]:
+            for seed in spec["seeds"]:
+                record_trial(
+                    session,
+                    study_id=study_id,
+                    trial_key=f"{study_id}-final-{method}-{seed}",
+                    phase="final",
+                    method=method,
+                    config={"method": method, "seed": seed},
+                    seed=seed,
+                    status="succeeded",
+                    metrics={"test_accuracy": 0.9 + seed / 100},
+                    metric_value=0.9 + seed / 100,
+                    mlflow_run_id=None,
+                )
+    return study_id
+
+
+def test_a_stand_in_datasets_results_carry_its_note_in_json_markdown_and_html(client, app_engine):
+    _finished_study(client, app_engine)  # digits: a stand-in for mnist
+    note = DATASET_NOTES["digits"]
+    assert client.get("/results/digits").json()["dataset_note"] == note
+    assert f"digits is a {note}" in client.get("/results/digits?format=md").text
+    assert (
+        "digits is a stand-in for mnist: scikit-learn&#x27;s 1,797"
+        in client.get("/results/digits?format=html").text
+    )
+
+
+def test_the_papers_own_dataset_has_no_note(client, app_engine):
+    _finished_study(client, app_engine, dataset="fashion_mnist", model="vit_lite_paper")
+    payload = client.get("/results/fashion_mnist").json()
+    assert payload["dataset"] == "fashion_mnist" and payload["dataset_note"] is None
