@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from service.errors import NoResultsError, UnknownDatasetError, error_responses
+from service.results_evidence import results_evidence
 from service.routes.sessions import ReadSessionDep
 from service.routes.text import StorableText
 from service.store import Phase, StudyView, TrialView, get_study, list_studies, list_trials
+from service.study_results import planned_seeds
 from studies.spec import DATASET_METRICS, StudySpec
 
 __all__ = ["router"]
@@ -57,7 +58,9 @@ def read_results(
     adjust: Literal["holm", "bh", "none"] = "holm",
 ) -> Response:
     from studies.tables.build import build_results_table
+    from studies.tables.dataset_notes import dataset_note
     from studies.tables.records import TrialRecord
+    from studies.tables.render_html import to_html
 
     if dataset not in DATASET_METRICS:
         raise UnknownDatasetError(
@@ -94,16 +97,26 @@ def read_results(
         reference=reference or (specs[0].reference if specs else "frozen_ln"),
         confidence=confidence,
         adjustment=adjust,
-        planned_seeds=_planned_seeds(specs),
+        planned_seeds=planned_seeds(specs),
         paper_values={m: v for spec in specs for m, v in spec.paper_numbers.items()},
+        dataset_note=dataset_note(dataset),  # stand-ins say what they stand in for and what they are
     )
     if format == "csv":
         return PlainTextResponse(table.to_csv(), media_type="text/csv")
     if format == "md":
         return PlainTextResponse(table.to_markdown(), media_type="text/markdown")
+    evidence = results_evidence(
+        session,
+        trials=trials,
+        dataset=dataset,
+        metric=metric_name,
+        higher_is_better=higher_is_better,
+        metric_key=metric,
+        confidence=confidence,
+    )
     if format == "html":
-        return HTMLResponse(table.to_html())
-    return JSONResponse(table.to_json())
+        return HTMLResponse(to_html(table, evidence=evidence))
+    return JSONResponse({**table.to_json(), "evidence": evidence.to_json()})
 
 
 def _split_ids(values: list[str] | None) -> list[str]:
@@ -143,18 +156,3 @@ def _value(trial: TrialView, metric: str | None) -> float | None:
         return trial.metric_value
     value = trial.metrics.get(metric)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _planned_seeds(specs: Sequence[StudySpec]) -> dict[str, list[int]]:
-    planned: dict[str, list[int]] = {}
-    for spec in specs:
-        for method in spec.methods:
-            labels = (
-                [f"{method} [{point.label}]" for point in spec.grid_points(method)]
-                if spec.kind == "grid"
-                else [method]
-            )
-            for label in labels:
-                planned.setdefault(label, [])
-                planned[label] += [s for s in spec.seeds if s not in planned[label]]
-    return planned

@@ -9,7 +9,15 @@ from pydantic import BaseModel
 
 from service.store import StudyView, TrialView
 
-__all__ = ["ProgressOut", "ReadinessOut", "StudyLinks", "StudyOut", "TrialOut"]
+__all__ = [
+    "ProgressOut",
+    "ReadinessOut",
+    "StudyLinks",
+    "StudyOut",
+    "TrialEpochOut",
+    "TrialHistoryOut",
+    "TrialOut",
+]
 
 
 class ReadinessOut(BaseModel):
@@ -108,3 +116,25 @@ class TrialOut(BaseModel):
     @classmethod
     def from_view(cls, trial: TrialView) -> TrialOut:
         return cls(**{name: getattr(trial, name) for name in cls.model_fields})
+
+
+class TrialEpochOut(BaseModel):
+    epoch: int  # 0: before training (init_* ranks, untrained metric)
+    metrics: dict[str, Any]  # every metric the trial reported that epoch; null where not finite
+
+
+class TrialHistoryOut(BaseModel):
+    study_id: str
+    trial_key: str
+    epochs: list[TrialEpochOut]  # in epoch order; empty until the trial reports its first epoch
+
+    @classmethod
+    def from_history(cls, study_id: str, trial_key: str, history: list[dict[str, Any]]) -> TrialHistoryOut:
+        return cls(
+            study_id=study_id,
+            trial_key=trial_key,
+            epochs=[
+                TrialEpochOut(epoch=row["epoch"], metrics={k: v for k, v in row.items() if k != "epoch"})
+                for row in history
+            ],
+        )

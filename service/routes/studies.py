@@ -1,4 +1,4 @@
-"""/studies: submit (JSON or YAML), list, read with progress, list trials, cancel.
+"""/studies: submit (JSON or YAML), list, read with progress, list trials, a trial's history, cancel.
 
 Routes only persist: a submitted study is stored QUEUED and the background loop starts it.
 """
@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
 from service.errors import ClusterUnavailableError, error_responses
 from service.ports import Dispatcher
-from service.routes.schemas import StudyOut, TrialOut
+from service.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
 from service.routes.sessions import EngineDep, ReadSessionDep
 from service.routes.spec_body import read_spec
 from service.routes.text import StorableText
@@ -27,6 +27,7 @@ from service.store import (
     list_trials,
     session_scope,
     set_study_status,
+    trial_history,
 )
 from studies.spec import StudySpec
 
@@ -109,6 +110,19 @@ def read_trials(
     return [
         TrialOut.from_view(t) for t in list_trials(session, study_id=study_id, phase=phase, status=status)
     ]
+
+
+@router.get(
+    "/{study_id}/trials/{trial_key:path}/history",
+    response_model=TrialHistoryOut,
+    responses=error_responses(404),
+    summary="A trial's per-epoch history: every metric of every epoch it reported (epoch 0 included)",
+)
+def read_trial_history(
+    study_id: StorableText, trial_key: StorableText, session: ReadSessionDep
+) -> TrialHistoryOut:
+    history = trial_history(session, study_id=study_id, trial_key=trial_key)
+    return TrialHistoryOut.from_history(study_id, trial_key, history)
 
 
 @router.post(

@@ -1,9 +1,11 @@
-"""Persistence of studies and trials (SQLAlchemy 2 only: importable by the Ray driver without FastAPI).
+"""Persistence of studies, trials and per-epoch trial histories (SQLAlchemy 2 only: importable by the
+Ray driver without FastAPI).
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
-keyword-only functions below; they return frozen value objects, never ORM rows.
+keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
+from service.store._epochs import record_trial_epoch, study_histories, trial_history
 from service.store._studies import (
     create_study,
     get_study,
@@ -20,10 +22,11 @@ from service.store.errors import (
     StoreError,
     StudyNotFoundError,
     TrialKeyConflictError,
+    TrialNotFoundError,
 )
 from service.store.migrate import upgrade_database
 from service.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from service.store.tables import Base, Study, Trial
+from service.store.tables import Base, Study, Trial, TrialEpoch
 from service.store.views import StudyProgress, StudyView, TrialView
 
 __all__ = [
@@ -40,7 +43,9 @@ __all__ = [
     "StudyStatus",
     "StudyView",
     "Trial",
+    "TrialEpoch",
     "TrialKeyConflictError",
+    "TrialNotFoundError",
     "TrialStatus",
     "TrialView",
     "create_study",
@@ -51,9 +56,12 @@ __all__ = [
     "normalize_database_url",
     "read_only",
     "record_trial",
+    "record_trial_epoch",
     "session_scope",
     "set_study_runtime",
     "set_study_status",
+    "study_histories",
     "study_progress",
+    "trial_history",
     "upgrade_database",
 ]

@@ -8,6 +8,7 @@ __all__ = [
     "StoreError",
     "StudyNotFoundError",
     "TrialKeyConflictError",
+    "TrialNotFoundError",
 ]
 
 
@@ -19,6 +20,23 @@ class StudyNotFoundError(StoreError, LookupError):
     def __init__(self, study_id: str) -> None:
         super().__init__(f"no study with id '{study_id}'")
         self.study_id = study_id
+
+
+class TrialNotFoundError(StudyNotFoundError):
+    """A trial key the study does not have.
+
+    A lookup inside a study that found nothing, hence a StudyNotFoundError: whoever maps that to
+    "not found" (the API: 404) answers the same for an unknown trial, with this message.
+    """
+
+    def __init__(self, study_id: str, trial_key: str) -> None:
+        LookupError.__init__(
+            self,
+            f"study '{study_id}' has no trial with key '{trial_key}' "
+            f"(GET /studies/{study_id}/trials lists its trial keys)",
+        )
+        self.study_id = study_id
+        self.trial_key = trial_key
 
 
 class InvalidStatusTransitionError(StoreError):

@@ -1,4 +1,5 @@
-"""SQLAlchemy tables: one row per study, one row per trial (keyed by the driver's idempotent trial_key).
+"""SQLAlchemy tables: one row per study, one row per trial (keyed by the driver's idempotent trial_key),
+and one row per reported epoch of a trial (its per-epoch history).
 
 The Alembic revisions in service/migrations create exactly these tables; a test compares the two.
 """
@@ -26,7 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from service.store.status import Phase, StudyStatus, TrialStatus
 
-__all__ = ["Base", "Study", "Trial", "utcnow"]
+__all__ = ["Base", "Study", "Trial", "TrialEpoch", "utcnow"]
 
 # Deterministic constraint names, so later migrations can address them on every backend.
 NAMING_CONVENTION = {
@@ -96,3 +97,22 @@ class Trial(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TrialEpoch(Base):
+    """Every metric a trial reported for one epoch (epoch 0: init ranks and the untrained metric).
+
+    Keyed by (trial_key, epoch) without a foreign key to `trials`: epochs are written as Tune reports them,
+    which may precede the trial's own row (a start record that lost a lock race). The study foreign key
+    deletes a study's histories with it.
+    """
+
+    __tablename__ = "trial_epochs"
+
+    trial_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), index=True
+    )
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # last (re)report of this epoch

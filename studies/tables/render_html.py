@@ -1,4 +1,8 @@
-"""A self-contained HTML page for a results table: inline CSS, no scripts, no external assets."""
+"""A self-contained HTML page for a results table: inline CSS, no scripts, no external assets.
+
+With `evidence` (studies.evidence), the page also shows the mechanism figures (gate heatmaps and
+per-layer gates, init rank against depth, final metric against init rank) below the table.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from studies.tables.columns import display_cells, display_headers, formatter_for
 from studies.tables.render_svg import forest_plot_svg
 
 if TYPE_CHECKING:
+    from studies.evidence import Evidence
     from studies.tables.build import ResultsTable
 
 __all__ = ["to_html"]
@@ -42,12 +47,17 @@ ul { margin: 0.3rem 0 0.6rem 1.2rem; padding: 0; }
 code { font-size: 0.85rem; }
 figure.forest { margin: 1rem 0 1.5rem 0; overflow-x: auto; }
 figure.forest svg { max-width: 100%; height: auto; }
+section.evidence { margin-top: 1.5rem; }
+figure.evidence { margin: 1rem 0 1.5rem 0; overflow-x: auto; }
+figure.evidence figcaption { color: #57606a; font-size: 0.9rem; margin-bottom: 0.3rem; }
+figure.evidence svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
 """
 
 
-def to_html(table: ResultsTable) -> str:
-    """A complete HTML document; verdict cells are coloured (better green, worse red)."""
+def to_html(table: ResultsTable, evidence: Evidence | None = None) -> str:
+    """A complete HTML document; verdict cells are coloured (better green, worse red). `evidence` adds
+    its figures below the table (nothing when it holds no gate or rank data)."""
     fmt = formatter_for(table)
     headers = display_headers(table)
     head_cells = "".join(
@@ -114,8 +124,29 @@ def to_html(table: ResultsTable) -> str:
 {chr(10).join(body_rows)}
 </tbody>
 </table>
+{_evidence_section(evidence)}
 <h2>Per-seed values, warnings and provenance</h2>
 {chr(10).join(details)}
 </body>
 </html>
 """
+
+
+def _evidence_section(evidence: Evidence | None) -> str:
+    if evidence is None or evidence.is_empty:
+        return ""
+    from studies.tables.render_evidence_svg import evidence_figures
+
+    notes = evidence.ranks.notes if evidence.ranks is not None else ()
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    figures = "\n".join(
+        f'<figure class="evidence" id="{escape(figure.name, quote=True)}">'
+        f"<figcaption>{escape(figure.caption)}</figcaption>\n{figure.svg}\n</figure>"
+        for figure in evidence_figures(evidence)
+    )
+    return (
+        '<section class="evidence">\n<h2>Mechanism evidence</h2>\n'
+        '<p class="caption">Per-layer gates of the gated methods (DyT weight: 0 = LayerNorm, 1 = DyT; '
+        "entropy: 0 = decided, ln 2 = undecided) and effective ranks at initialisation, from every "
+        f"epoch the trials reported.</p>\n{f'<ul>{items}</ul>' if items else ''}\n{figures}\n</section>"
+    )

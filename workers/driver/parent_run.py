@@ -1,19 +1,38 @@
-"""The study's MLflow experiment and parent run: created once, found again after a driver restart."""
+"""The study's MLflow experiment and parent run: created once, found again after a driver restart; when the
+study ends, its results table and evidence figures are saved with the parent run."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlflow.tracking import MlflowClient
+from sqlalchemy.engine import Engine
 
-__all__ = ["ParentRun", "ensure_parent_run", "environment_versions", "git_revision"]
+__all__ = [
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
+    "RESULTS_ARTIFACT_DIR",
+    "ParentRun",
+    "ensure_parent_run",
+    "environment_versions",
+    "git_revision",
+    "log_results_artifacts",
+]
+
+log = logging.getLogger(__name__)
 
 PARENT_ROLE_TAG = "normlab.role"
+# MLflow 3's UI opens an experiment by this tag: "custom_model_development" is the model-training view
+# (runs, metrics charts); without it the UI may infer "genai_development" and open the traces overview.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+RESULTS_ARTIFACT_DIR = "results"
 _PACKAGES = ("normlab", "torch", "ray", "mlflow", "optuna", "numpy", "scipy", "sqlalchemy", "fastapi")
 
 
@@ -65,11 +84,19 @@ def ensure_parent_run(
 ) -> ParentRun:
     name = experiment_name(study_name, study_id)
     experiment = client.get_experiment_by_name(name)
-    experiment_id = (
-        experiment.experiment_id
-        if experiment is not None
-        else client.create_experiment(name, tags={"normlab.study_id": study_id, "normlab.dataset": dataset})
-    )
+    if experiment is None:
+        experiment_id = client.create_experiment(
+            name,
+            tags={
+                "normlab.study_id": study_id,
+                "normlab.dataset": dataset,
+                EXPERIMENT_KIND_TAG: EXPERIMENT_KIND,
+            },
+        )
+    else:
+        experiment_id = experiment.experiment_id
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) is None:  # created before the tag was set
+            client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     found = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`normlab.study_id` = '{study_id}' and tags.`{PARENT_ROLE_TAG}` = 'parent'",
@@ -91,3 +118,50 @@ def ensure_parent_run(
         client.set_tag(run_id, f"normlab.version.{package}", version)
     client.log_param(run_id, "spec_json", json.dumps(spec, sort_keys=True)[:6000])
     return ParentRun(experiment_id=experiment_id, run_id=run_id)
+
+
+def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, study_id: str) -> list[str]:
+    """Save the study's results table (html, md, json), its evidence (json) and every figure (svg) under
+    `results/` of the parent run; returns the artifact paths written.
+
+    Best-effort: the database and MLflow both hold the results already, so any failure (a tracking
+    outage, a locked database) is logged as a warning and never raised to the study.
+    """
+    from service.store import session_scope
+    from service.study_results import study_results
+    from studies.tables.render_evidence_svg import evidence_figures, standalone_svg
+    from studies.tables.render_html import to_html
+    from studies.tables.render_svg import forest_plot_svg
+
+    written: list[str] = []
+    try:
+        with session_scope(engine, readonly=True) as session:
+            results = study_results(session, study_id=study_id)
+        if results is None:
+            return written
+        table, evidence = results.table, results.evidence
+        texts = {
+            "results.html": to_html(table, evidence=evidence),
+            "results.md": table.to_markdown(),
+            "figures/forest_plot.svg": standalone_svg(forest_plot_svg(table)),
+        }
+        texts.update(
+            {
+                f"figures/{figure.name}.svg": standalone_svg(figure.svg)
+                for figure in evidence_figures(evidence)
+            }
+        )
+        for path, payload in (("results.json", table.to_json()), ("evidence.json", evidence.to_json())):
+            client.log_dict(run_id, payload, f"{RESULTS_ARTIFACT_DIR}/{path}")
+            written.append(f"{RESULTS_ARTIFACT_DIR}/{path}")
+        for path, text in texts.items():
+            client.log_text(run_id, text, f"{RESULTS_ARTIFACT_DIR}/{path}")
+            written.append(f"{RESULTS_ARTIFACT_DIR}/{path}")
+    except Exception as exc:
+        log.warning(
+            "could not save the results of study %s with its MLflow run (%d artifact(s) saved): %s",
+            study_id,
+            len(written),
+            exc,
+        )
+    return written

@@ -1,9 +1,11 @@
-"""A Ray Tune callback that writes every finished trial to the study database as it finishes."""
+"""A Ray Tune callback that writes every trial to the study database: its start, each epoch it reports
+(the per-epoch history) and its end."""
 
 from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,12 +13,12 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 from sqlalchemy.engine import Engine
 
-from service.store import make_engine, record_trial, session_scope
+from service.store import make_engine, record_trial, record_trial_epoch, session_scope
 from workers.driver.trial_keys import flatten_trial_config, trial_key_for
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
 
-__all__ = ["TrialRecorder", "numeric_metrics"]
+__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,19 @@ def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
+def reported_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
+    """The finite numbers the trial itself reported: Tune's bookkeeping (timestamps, pid, iteration) left out."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    bookkeeping = set(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+    return {k: v for k, v in numeric_metrics(result).items() if k not in bookkeeping}
+
+
 class TrialRecorder(Callback):
-    """Records each trial once it completes or errors; record_trial upserts by key, so repeats are harmless.
+    """Records each trial as it starts, every epoch it reports, and once it completes or errors.
+
+    record_trial upserts by key and record_trial_epoch by (key, epoch), so repeats (a retried trial
+    re-reporting epochs after its checkpoint) are harmless.
 
     Tune pickles its callbacks with the experiment state (so a restored sweep keeps recording), hence
     the recorder holds URLs and opens its engine and MLflow client lazily.
@@ -66,6 +79,24 @@ class TrialRecorder(Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._record(trial, status="running", error=None)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        epoch = result.get("epoch") if isinstance(result, Mapping) else None
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Real) or not float(epoch).is_integer():
+            return  # not an epoch report of the training loop (nothing else reports, but stay safe)
+        config = flatten_trial_config(trial.config)
+        key = trial_key_for(config, trial.trial_id)
+        try:
+            with session_scope(self.engine) as session:
+                record_trial_epoch(
+                    session,
+                    study_id=config["study_id"],
+                    trial_key=key,
+                    epoch=int(epoch),
+                    metrics=reported_metrics(result),
+                )
+        except Exception:  # a locked DB loses one epoch row, never the sweep
+            log.exception("could not record epoch %s of trial %s", epoch, key)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._record(trial, status="succeeded", error=None)

@@ -1,7 +1,8 @@
 """Run one study on the Ray cluster: tune each method, then re-run the winners on shared seeds.
 
 Phase 1 (`compare` only): per method, Ray Tune + OptunaSearch over that method's knobs on the
-validation split (seed fixed to the first declared seed: seeds are replicates, never searched).
+validation split, every sample on `spec.tune_seed` (the first of the spec's tune_seeds, which are
+disjoint from its final seeds; seeds are replicates, never searched).
 Phase 2: each method's best config on EVERY declared seed, on the test split, so the comparison is
 paired. `grid` studies run every grid point x seed instead. Every finished trial is written to the
 database by TrialRecorder as it finishes.
@@ -32,7 +33,7 @@ from service.store import (
     set_study_status,
 )
 from studies.spec import StudySpec
-from workers.driver.parent_run import ensure_parent_run
+from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import TrialRecorder
 from workers.driver.search_space import has_searchable_knobs, to_tune_space
 from workers.driver.trainable_entry import study_trial
@@ -129,6 +130,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "batch_size": spec.budget.batch_size,
         "warmup_epochs": spec.budget.warmup_epochs,
         "split_seed": spec.split_seed,
+        **spec.data.trial_config(),  # corruption eval sets (corruptions, severities) where the spec sets them
         "num_threads": max(1, int(spec.resources.cpu)),
         "mlflow_tracking_uri": ctx.mlflow_tracking_uri,
         "mlflow_experiment_id": parent.experiment_id,
@@ -164,6 +166,9 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         status = "FAILED"
         raise
     finally:
+        if status != "KILLED":  # a stopped job leaves quickly; GET /results still has everything
+            # Best-effort (never raises): the results table and evidence figures as parent-run artifacts.
+            log_results_artifacts(client, parent.run_id, engine=ctx.engine, study_id=study_id)
         try:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
@@ -226,7 +231,7 @@ def _tune_method(
         **base,
         "method": method,
         "phase": "tune",
-        "seed": spec.seeds[0],
+        "seed": spec.tune_seed,
         "eval_split": "val",
         "knobs": to_tune_space(space),
     }
@@ -240,7 +245,7 @@ def _tune_method(
         )
     import optuna
 
-    searcher = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seeds[0]))
+    searcher = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.tune_seed))
     name = f"tune-{method}"
     tuner = _tuner(
         ctx.results_dir / name,

@@ -9,7 +9,7 @@ from alembic.migration import MigrationContext
 from service.store import Base, make_engine, upgrade_database
 
 
-def test_upgrade_from_an_empty_database_creates_both_tables_at_head(database_url):
+def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url):
     upgrade_database(database_url)
     engine = make_engine(database_url)
     try:
@@ -18,8 +18,8 @@ def test_upgrade_from_an_empty_database_creates_both_tables_at_head(database_url
             revision = MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
-    assert {"studies", "trials", "alembic_version"} <= tables
-    assert revision == "0001"
+    assert {"studies", "trials", "trial_epochs", "alembic_version"} <= tables
+    assert revision == "0002"
 
 
 def test_upgrading_twice_is_harmless(database_url):
@@ -42,3 +42,30 @@ def test_the_migrated_schema_matches_the_orm_tables_exactly(database_url):
     finally:
         engine.dispose()
     assert differences == []
+
+
+def test_a_database_at_0001_upgrades_to_head_keeping_its_rows_and_downgrades_back(database_url):
+    from alembic import command
+
+    from service.store.migrate import alembic_config
+
+    upgrade_database(database_url, revision="0001")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "INSERT INTO studies (id, name, dataset, kind, spec, status, planned_trials, created_at, "
+                    "updated_at) VALUES ('s1', 'n', 'digits', 'compare', '{}', 'queued', 1, "
+                    "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
+        upgrade_database(database_url)
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT id FROM studies")).scalars().all() == ["s1"]
+            assert connection.execute(sa.text("SELECT count(*) FROM trial_epochs")).scalar_one() == 0
+        command.downgrade(alembic_config(database_url), "0001")
+        engine.dispose()
+        assert "trial_epochs" not in sa.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()

@@ -1,4 +1,4 @@
-"""The Tune callback writes each trial to the study database as it starts, finishes or fails."""
+"""The Tune callback writes each trial to the study database as it starts, reports an epoch, finishes or fails."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from typing import Any
 import pytest
 import ray.cloudpickle as cloudpickle
 
-from service.store import create_study, list_trials, make_engine, session_scope, upgrade_database
-from workers.driver.recorder import TrialRecorder, numeric_metrics
+from service.store import (
+    create_study,
+    list_trials,
+    make_engine,
+    session_scope,
+    study_histories,
+    trial_history,
+    upgrade_database,
+)
+from workers.driver.recorder import TrialRecorder, numeric_metrics, reported_metrics
 
 SPEC = {
     "name": "recorder",
@@ -123,3 +131,73 @@ def test_only_finite_numbers_of_a_tune_result_count_as_metrics():
         "config": {"a": 1},
     }
     assert numeric_metrics(result) == {"loss": 0.5, "epoch": 2.0, "done": 1.0}
+
+
+def _tune_result(epoch, **metrics):
+    """A result as Tune hands it to callbacks: what the trial reported plus Tune's own bookkeeping."""
+    return {
+        "epoch": epoch,
+        **metrics,
+        "training_iteration": epoch + 1,
+        "time_this_iter_s": 0.5,
+        "timestamp": 1_700_000_000,
+        "pid": 4242,
+        "done": False,
+        "trial_id": "t_00001",
+        "node_ip": "127.0.0.1",
+        "config": {"variant": {}},
+    }
+
+
+def test_every_reported_epoch_is_stored_with_what_the_trial_reported_and_no_tune_bookkeeping(database):
+    url, engine, study_id = database
+    recorder = _recorder(url)
+    trial = FakeTrial(_final_config(study_id, seed=1))
+    recorder.on_trial_start(0, [], trial)
+    recorder.on_trial_result(0, [], trial, _tune_result(0, objective=0.1, init_erank_jacobian=0.8))
+    recorder.on_trial_result(1, [], trial, _tune_result(1, objective=0.6, gate_dyt_weight_0=0.45))
+    with session_scope(engine) as session:
+        history = trial_history(session, study_id=study_id, trial_key=f"{study_id}/final/dyt/seed1")
+    assert history == [
+        {"epoch": 0, "objective": 0.1, "init_erank_jacobian": 0.8},
+        {"epoch": 1, "objective": 0.6, "gate_dyt_weight_0": 0.45},
+    ]
+
+
+def test_an_epoch_re_reported_by_a_retried_trial_is_stored_once_with_the_new_values(database):
+    url, engine, study_id = database
+    recorder = _recorder(url)
+    trial = FakeTrial(_final_config(study_id))
+    recorder.on_trial_result(0, [], trial, _tune_result(1, objective=0.5))
+    restored = cloudpickle.loads(cloudpickle.dumps(recorder))  # the driver restarted from Tune's state
+    restored.on_trial_result(0, [], trial, _tune_result(1, objective=0.55))
+    with session_scope(engine) as session:
+        histories = study_histories(session, study_id=study_id)
+    assert histories == {f"{study_id}/final/dyt/seed0": [{"epoch": 1, "objective": 0.55}]}
+
+
+def test_a_result_without_an_integer_epoch_is_not_stored(database):
+    url, engine, study_id = database
+    recorder = _recorder(url)
+    trial = FakeTrial(_final_config(study_id))
+    recorder.on_trial_result(0, [], trial, {"objective": 0.5})
+    recorder.on_trial_result(0, [], trial, {"epoch": 1.5, "objective": 0.5})
+    recorder.on_trial_result(0, [], trial, {"epoch": math.nan, "objective": 0.5})
+    recorder.on_trial_result(0, [], trial, {"epoch": True, "objective": 0.5})
+    with session_scope(engine) as session:
+        assert study_histories(session, study_id=study_id) == {}
+
+
+def test_an_epoch_the_database_refuses_is_logged_and_the_sweep_goes_on(database, caplog):
+    url, _engine, _study_id = database
+    trial = FakeTrial(_final_config("f" * 32))  # a study the database does not have
+    _recorder(url).on_trial_result(0, [], trial, _tune_result(1, objective=0.5))
+    assert "could not record epoch 1" in caplog.text
+
+
+def test_reported_metrics_drop_tune_bookkeeping_but_keep_the_epoch():
+    assert reported_metrics(_tune_result(2, objective=0.7, gates_frozen=True)) == {
+        "epoch": 2.0,
+        "objective": 0.7,
+        "gates_frozen": 1.0,
+    }
