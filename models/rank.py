@@ -132,6 +132,31 @@ def hidden_states(model: nn.Module, example_input: torch.Tensor) -> list[torch.T
     return states
 
 
+def branch_jacobian_ranks(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> list[float]:
+    """Numerical rank of each block's MLP-branch Jacobian J_f / width, at the input the branch really sees
+    (token `token` of one example, after whatever norm precedes it), float64.
+
+    The width-threshold claim: J_f is full rank only when m/d > 1 / p(act) (ReLU: 2)."""
+    model = _float64_eval_copy(model)
+    x = _one_example(example_input, model)
+    branches = [m for m in model.modules() if isinstance(m, MlpBranch)]
+    inputs: list[torch.Tensor] = []
+    hooks = [b.register_forward_pre_hook(lambda _m, args: inputs.append(args[0].detach())) for b in branches]
+    try:
+        with torch.no_grad():
+            model.forward_blocks(model.embed(x), model.attention_mask(x), token_mask=model.token_mask(x))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    activation = model.config.activation
+    ranks = []
+    for branch, branch_input in zip(branches, inputs, strict=True):
+        vector = branch_input.reshape(-1, branch_input.shape[-1])[token]  # (D,)
+        jacobian = branch_jacobian(branch, vector, activation)  # (D, D)
+        ranks.append(float(torch.linalg.matrix_rank(jacobian)) / jacobian.shape[-1])
+    return ranks
+
+
 def representation_eranks(model: nn.Module, example_input: torch.Tensor) -> list[float]:
     """Normalised effective rank of Z_l for l = 0..L (divided by min(T, D))."""
     return [effective_rank(z, normalize=True) for z in hidden_states(model, example_input)]
@@ -171,6 +196,9 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
         "init_mean_spike_first": spikes[0],
         "init_mean_spike_last": spikes[-1],
     }
+    branch_ranks = branch_jacobian_ranks(model, example_input, token)
+    if branch_ranks:
+        report["init_branch_rank"] = sum(branch_ranks) / len(branch_ranks)
     # Per depth l = 0 (embedded tokens) .. L: the rank-against-depth curves and the mean-spike growth
     # claims need every depth, not only the two ends.
     for depth, (rank, spike) in enumerate(zip(reprs, spikes, strict=True)):

@@ -13,6 +13,7 @@ from models.rank import (
     ResidualMLPConfig,
     activation_derivative_power,
     branch_jacobian,
+    branch_jacobian_ranks,
     effective_rank,
     hidden_states,
     init_rank_report,
@@ -140,3 +141,20 @@ def test_init_rank_report_gives_the_rank_and_mean_spike_at_every_depth() -> None
     assert f"init_erank_repr_{depths}" not in report
     assert report["init_mean_spike_0"] == report["init_mean_spike_first"]
     assert report[f"init_mean_spike_{depths - 1}"] == report["init_mean_spike_last"]
+
+
+@pytest.mark.parametrize(("mlp_ratio", "low", "high"), [(1.0, 0.4, 0.6), (1.5, 0.6, 0.8), (4.0, 1.0, 1.0)])
+def test_relu_branch_rank_on_vit_lite_crosses_full_rank_near_m_over_d_2(
+    mlp_ratio: float, low: float, high: float
+) -> None:
+    # Measured on vit_lite_paper (depth 4, seed 0): m/d 1 -> 0.46-0.53, 1.5 -> 0.69-0.73, 2 -> 0.94-1.0, 4 -> 1.
+    torch.manual_seed(0)
+    model = build_model(
+        "vit_lite_paper",
+        {"depth": 4, "layer_scale_init": None, "mlp_ratio": mlp_ratio, "activation": "relu",
+         "image_size": 28, "in_channels": 1, "num_classes": 10, "dropout": 0.0, "drop_path": 0.0},
+    )  # fmt: skip
+    ranks = branch_jacobian_ranks(model, torch.randn(2, 1, 28, 28))
+    assert len(ranks) == 4 and all(low <= r <= high for r in ranks)
+    report = init_rank_report(model, torch.randn(2, 1, 28, 28))
+    assert low <= report["init_branch_rank"] <= high
