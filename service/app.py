@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from service.auth import ensure_api_token
 from service.errors import install_error_handlers
 from service.ports import Dispatcher
-from service.routes import health_router, results_router, studies_router
+from service.routes import health_router, reports_router, results_router, studies_router
 from service.settings import Settings, get_settings
 from service.store import make_engine, upgrade_database
 from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
@@ -68,6 +68,7 @@ def create_app(
     app.include_router(health_router)
     app.include_router(studies_router)
     app.include_router(results_router)
+    app.include_router(reports_router)
     _document_spec_schema(app)
     return app
 

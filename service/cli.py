@@ -24,6 +24,8 @@ __all__ = [
     "ApiClient",
     "CliError",
     "app",
+    "check_spec_text",
+    "fetch_report",
     "follow_study",
     "make_http_client",
     "print_results",
@@ -100,17 +102,45 @@ def _describe_failure(response: httpx.Response, api_url: str) -> str:
             "`make run` printed (`normlab token` prints it on the server machine)"
         )
     if code == 422 and isinstance(detail, list):
-        lines = ["the study spec is invalid:"]
-        for error in detail:
-            loc = ".".join(str(part) for part in error.get("loc", []) if part != "body") or "(spec)"
-            lines.append(f"  {loc}: {error.get('msg')}")
-        return "\n".join(lines)
+        return _spec_problems(detail)
     if code >= 500:
         return f"the API failed ({code}): {detail}; see the `normlab serve` log"
     return f"{detail} ({code})"
 
 
+def _spec_problems(errors: list[dict[str, Any]]) -> str:
+    """Validation errors (the API's 422 detail, or pydantic's) as one line per field path."""
+    lines = ["the study spec is invalid:"]
+    for error in errors:
+        loc = ".".join(str(part) for part in error.get("loc", []) if part != "body") or "(spec)"
+        lines.append(f"  {loc}: {error.get('msg')}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------- reusable steps
+
+
+def check_spec_text(spec_text: str, *, content_type: str = "application/yaml") -> None:
+    """Parse and validate a spec here as the API does (minus the server's size limits), so a spec the
+    API would refuse is reported, with the fix, before anything is sent."""
+    from pydantic import ValidationError
+
+    from service.routes.spec_body import json_problems
+    from studies.spec import parse_spec_text, validate_spec_data
+
+    unsent = "nothing was sent: fix the file and submit it again"
+    try:
+        data = parse_spec_text(spec_text, content_type)
+    except (ValueError, TypeError, RecursionError) as exc:  # SpecFormatError is a ValueError
+        raise CliError(f"{exc}\n({unsent})") from exc
+    problems = json_problems(data)
+    if not problems:
+        try:
+            validate_spec_data(data)
+            return
+        except ValidationError as exc:
+            problems = exc.errors(include_url=False)
+    raise CliError(f"{_spec_problems(problems)}\n({unsent})")
 
 
 def submit_spec_text(
@@ -172,6 +202,12 @@ def print_results(
         console.print(results_table(response.json()))
     else:
         console.print(response.text, markup=False, highlight=False, soft_wrap=True)
+
+
+def fetch_report(api_url: str, study_id: str, *, fmt: str = "md") -> str:
+    """A study's report (GET /studies/{id}/report) as md, html or json text."""
+    with ApiClient(api_url) as api:
+        return api.request("GET", f"/studies/{study_id}/report", params={"format": fmt}).text
 
 
 def results_table(payload: dict[str, Any]) -> Table:
@@ -264,19 +300,19 @@ def submit(
     ),
     poll: float = typer.Option(2.0, help="seconds between progress polls"),
 ) -> None:
-    """Submit a study spec; prints its id (and with --wait, the results when it finishes)."""
+    """Submit a study spec, checked here first as the API would; prints its id (--wait: the results)."""
     settings = _settings()
     content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
+    spec_text = spec.read_text(encoding="utf-8")
     token = _client_token(settings)
     try:
+        check_spec_text(spec_text, content_type=content_type)
         if token is None:
             raise CliError(
                 f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
                 f"(it writes {settings.api_token_path})"
             )
-        study = submit_spec_text(
-            settings.api_url, token, spec.read_text(encoding="utf-8"), content_type=content_type
-        )
+        study = submit_spec_text(settings.api_url, token, spec_text, content_type=content_type)
         console.print(
             f"submitted [bold]{study['name']}[/] as study [bold cyan]{study['id']}[/] "
             f"({study['progress']['planned']} trials planned, status {study['status']})"
@@ -351,6 +387,35 @@ def results(
         print_results(settings.api_url, dataset, study_id=study, fmt=format, reference=reference)
     except CliError as error:
         raise _fail(error) from None
+
+
+_REPORT_FORMATS = ("md", "html", "json")
+
+
+@app.command()
+def report(
+    study_id: str = typer.Argument(..., help="the study id `submit` printed"),
+    format: str = typer.Option("md", "--format", "-f", help="md | html | json"),
+    output: Path | None = typer.Option(None, "--output", "-o", dir_okay=False, help="write it to this file"),
+) -> None:
+    """A study's report: the paper claim it tests, paper vs measured, verdict, figures, provenance."""
+    if format not in _REPORT_FORMATS:
+        raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_REPORT_FORMATS)}"))
+    settings = _settings()
+    try:
+        text = fetch_report(settings.api_url, study_id, fmt=format)
+    except CliError as error:
+        raise _fail(error) from None
+    if output is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+        raise _fail(CliError(f"cannot write {output}: {problem}; choose another --output")) from None
+    console.print(f"wrote the {format} report of study {study_id} to {output}")
 
 
 @app.command()

@@ -3,16 +3,15 @@ study ends, its results table and evidence figures are saved with the parent run
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
+
+from studies.report.provenance import git_revision, package_versions
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -20,8 +19,6 @@ __all__ = [
     "RESULTS_ARTIFACT_DIR",
     "ParentRun",
     "ensure_parent_run",
-    "environment_versions",
-    "git_revision",
     "log_results_artifacts",
 ]
 
@@ -33,46 +30,12 @@ PARENT_ROLE_TAG = "normlab.role"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 RESULTS_ARTIFACT_DIR = "results"
-_PACKAGES = ("normlab", "torch", "ray", "mlflow", "optuna", "numpy", "scipy", "sqlalchemy", "fastapi")
 
 
 @dataclass(frozen=True)
 class ParentRun:
     experiment_id: str
     run_id: str
-
-
-def environment_versions() -> dict[str, str]:
-    versions = {}
-    for package in _PACKAGES:
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
-
-
-def git_revision() -> str:
-    """The source revision the driver runs (installed trees without .git report `unknown`)."""
-    repo = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def experiment_name(study_name: str, study_id: str) -> str:
@@ -110,7 +73,7 @@ def ensure_parent_run(
         tags={"normlab.study_id": study_id, PARENT_ROLE_TAG: "parent", "normlab.dataset": dataset},
     )
     run_id = run.info.run_id
-    versions = environment_versions()
+    versions = package_versions()
     client.log_dict(run_id, spec, "study_spec.json")
     client.log_dict(run_id, versions, "environment.json")
     client.set_tag(run_id, "normlab.git_revision", git_revision())

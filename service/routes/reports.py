@@ -1,0 +1,36 @@
+"""/studies/{id}/report: claim by claim, what the study measured against what the paper says."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+
+from service.errors import error_responses
+from service.reports import study_report
+from service.routes.sessions import ReadSessionDep
+from service.routes.text import StorableText
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/studies", tags=["reports"])
+
+
+@router.get(
+    "/{study_id}/report",
+    summary="A study's report: the paper claim it tests, paper vs measured, verdict, figures, provenance",
+    responses={
+        200: {"content": {"application/json": {}, "text/markdown": {}, "text/html": {}}},
+        **error_responses(404),
+    },
+)
+def read_report(
+    study_id: StorableText, session: ReadSessionDep, format: Literal["json", "md", "html"] = "json"
+) -> Response:
+    report = study_report(session, study_id=study_id)
+    if format == "md":
+        return PlainTextResponse(report.to_markdown(), media_type="text/markdown")
+    if format == "html":
+        return HTMLResponse(report.to_html())
+    return JSONResponse(report.to_json())

@@ -1,0 +1,100 @@
+"""The reproduction catalog: every claim of both papers as a study in two sizes.
+
+    studies/catalog/claims.yaml          the claims: statement, what the paper reports, the check
+    studies/catalog/<claim id>/smoke.yaml a few minutes on 2 CPU cores (offline stand-in data, tiny models)
+    studies/catalog/<claim id>/paper.yaml the paper's sizes and datasets, for a GPU cluster
+
+Every spec names its claim (`claim: <id>`), so a study's report can say, claim by claim, what was
+measured against what the paper says. This package imports neither torch nor FastAPI.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from studies.catalog.claims import PAPERS, Claim, Reported
+from studies.catalog.datasets import (
+    STAND_IN_FOR,
+    DatasetComparability,
+    dataset_comparability,
+    unclaimed_comparability,
+)
+
+if TYPE_CHECKING:
+    from studies.spec import StudySpec
+
+__all__ = [
+    "CATALOG_DIR",
+    "CLAIMS_FILE",
+    "PAPERS",
+    "SIZES",
+    "STAND_IN_FOR",
+    "Claim",
+    "DatasetComparability",
+    "Reported",
+    "UnknownClaimError",
+    "claim_ids",
+    "dataset_comparability",
+    "get_claim",
+    "load_catalog_spec",
+    "load_claims",
+    "spec_path",
+    "unclaimed_comparability",
+]
+
+CATALOG_DIR = Path(__file__).resolve().parent
+CLAIMS_FILE = CATALOG_DIR / "claims.yaml"
+SIZES: tuple[str, ...] = ("smoke", "paper")
+
+
+class UnknownClaimError(KeyError):
+    """A claim id the catalog does not hold."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of its argument
+        return str(self.args[0])
+
+
+@cache
+def load_claims() -> dict[str, Claim]:
+    """Every claim of the catalog by id, in file order (validated; read once per process)."""
+    raw = yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8"))
+    entries = raw.get("claims") if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{CLAIMS_FILE} must hold a mapping with a `claims:` list")
+    claims: dict[str, Claim] = {}
+    for entry in entries:
+        claim = Claim.model_validate(entry)
+        if claim.id in claims:
+            raise ValueError(f"{CLAIMS_FILE}: claim id '{claim.id}' appears twice")
+        claims[claim.id] = claim
+    return claims
+
+
+def claim_ids() -> tuple[str, ...]:
+    return tuple(load_claims())
+
+
+def get_claim(claim_id: str) -> Claim:
+    claims = load_claims()
+    if claim_id not in claims:
+        raise UnknownClaimError(f"unknown claim '{claim_id}'; catalog claims: {', '.join(claims)}")
+    return claims[claim_id]
+
+
+def spec_path(claim_id: str, size: str) -> Path:
+    """studies/catalog/<claim id>/<size>.yaml (the claim must exist; size is smoke or paper)."""
+    if size not in SIZES:
+        raise ValueError(f"unknown size '{size}'; choose one of {', '.join(SIZES)}")
+    get_claim(claim_id)
+    return CATALOG_DIR / claim_id / f"{size}.yaml"
+
+
+def load_catalog_spec(claim_id: str, size: str) -> StudySpec:
+    """The validated StudySpec of a claim at a size."""
+    from studies.spec import load_spec  # studies.spec validates `claim` against this catalog
+
+    return load_spec(spec_path(claim_id, size))

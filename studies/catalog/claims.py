@@ -1,0 +1,47 @@
+"""The claim model: what a paper says, what it reports, and the check that tests it on a study."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from studies.claims import Check
+
+__all__ = ["PAPERS", "Claim", "Reported"]
+
+PAPERS: dict[str, str] = {
+    "autonorm": "AutoNorm: Understanding Adaptive Normalization in Transformers through Differentiable Gating",
+    "transforming_rank": "Transforming Rank: How Architecture Navigates the Spectral Pathologies of Depth "
+    "(K. Everett)",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Reported(_Strict):
+    """What the paper reports for the claim, in the check's units (accuracy as a fraction: 0.8635)."""
+
+    text: str = Field(min_length=1)  # the paper's numbers in words, as the source summaries give them
+    # The paper's number per row the check compares (method, "method [group]", or an activation for
+    # width thresholds); empty for qualitative claims.
+    values: dict[str, float] = Field(default_factory=dict)
+    metric: str | None = None  # what `values` measure, e.g. "test accuracy"
+    significance: str | None = None  # as the paper states it, e.g. "p < 0.05"
+
+
+class Claim(_Strict):
+    """One claim of one paper, with the check that tests it and the two specs that run it."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$", max_length=80)
+    paper: Literal["autonorm", "transforming_rank"]
+    title: str = Field(min_length=1, max_length=160)
+    statement: str = Field(min_length=1)
+    # The dataset the paper's numbers come from; None for claims about initialisation that hold on any
+    # input (the rank claims), where there is nothing dataset-specific to compare.
+    dataset: str | None = None
+    reported: Reported
+    check: Check
+    notes: str | None = None  # choices the paper leaves open (margins, levels), made and stated here

@@ -1,0 +1,99 @@
+"""Claim checks: each turns a study's trials into findings and a verdict (pure numpy/scipy).
+
+- `StudyData` / `TrialData`: a study's final-phase (or grid) trials as the checks read them.
+- `CheckResult` / `Finding`: the verdict (supported, contradicted, inconclusive at this power) and the
+  measured quantities it rests on.
+
+A check's parameters are a strict pydantic model with a `type` discriminator, so the catalog's
+claims.yaml validates them; `check.evaluate(StudyData, paper=...)` returns a CheckResult.
+
+| type | claim shape |
+|---|---|
+| difference | one method vs a reference on a metric (better / worse / higher / lower / no_difference) |
+| ordering | several such pairs, all of which must hold (Holm across pairs) |
+| sweep | every grid point of a method vs a matching reference row; the verdict is the paper's setting's |
+| gate_pattern | AutoNorm gates: collapse to LN in every layer, or mixed with DyT rising with depth |
+| rank_vs_depth | Post-Norm init Jacobian rank collapses while Pre-Norm's plateaus |
+| mean_spike | one-matrix ReLU branches grow a mean spike that two matrices or tanh avoid |
+| width_threshold | the branch Jacobian is full rank only above m/d = 1 / E[act'(z)²] |
+| trend | Spearman correlation of one quantity with another across grid points |
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter
+
+from studies.claims._pairs import PairSpec
+from studies.claims.difference import DifferenceCheck
+from studies.claims.gate_pattern import GatePatternCheck
+from studies.claims.mean_spike import MeanSpikeCheck
+from studies.claims.ordering import OrderingCheck
+from studies.claims.rank_depth import RankVsDepthCheck
+from studies.claims.sweep import SweepCheck
+from studies.claims.trend import TrendCheck
+from studies.claims.trials import PRIMARY, StudyData, TrialData
+from studies.claims.verdicts import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    SUPPORTED,
+    VERDICTS,
+    CheckResult,
+    Finding,
+    combine_verdicts,
+)
+from studies.claims.width_threshold import WidthThresholdCheck
+
+__all__ = [
+    "CHECK_TYPES",
+    "CONTRADICTED",
+    "INCONCLUSIVE",
+    "PRIMARY",
+    "SUPPORTED",
+    "VERDICTS",
+    "Check",
+    "CheckResult",
+    "DifferenceCheck",
+    "Finding",
+    "GatePatternCheck",
+    "MeanSpikeCheck",
+    "OrderingCheck",
+    "PairSpec",
+    "RankVsDepthCheck",
+    "StudyData",
+    "SweepCheck",
+    "TrendCheck",
+    "TrialData",
+    "WidthThresholdCheck",
+    "combine_verdicts",
+    "parse_check",
+]
+
+Check = Annotated[
+    DifferenceCheck
+    | OrderingCheck
+    | SweepCheck
+    | GatePatternCheck
+    | RankVsDepthCheck
+    | MeanSpikeCheck
+    | WidthThresholdCheck
+    | TrendCheck,
+    Field(discriminator="type"),
+]
+CHECK_TYPES: tuple[str, ...] = (
+    "difference",
+    "ordering",
+    "sweep",
+    "gate_pattern",
+    "rank_vs_depth",
+    "mean_spike",
+    "width_threshold",
+    "trend",
+)
+_ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)
+
+
+def parse_check(data: object) -> Check:
+    """A check from its mapping ({"type": "difference", ...}); pydantic.ValidationError when invalid."""
+    return _ADAPTER.validate_python(data)

@@ -1,0 +1,234 @@
+"""A study report as JSON (plain data) and as markdown (GitHub-flavoured)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from studies.catalog import PAPERS
+from studies.tables.formatting import DASH, format_p
+
+if TYPE_CHECKING:
+    from studies.claims.verdicts import Finding
+    from studies.report.build import StudyReport
+
+__all__ = [
+    "finding_cells",
+    "finding_headers",
+    "paper_rows",
+    "provenance_items",
+    "report_title",
+    "to_json",
+    "to_markdown",
+    "verdict_line",
+]
+
+VERDICT_WORDS = {
+    "supported": "SUPPORTED",
+    "contradicted": "CONTRADICTED",
+    "inconclusive": "INCONCLUSIVE at this power",
+}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: dataclasses and pydantic models to dicts, NaN and infinities to None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump(mode="json"))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(report: StudyReport) -> dict[str, Any]:
+    """Every section as plain data; figures as {name, caption, svg}."""
+    payload: dict[str, Any] = {
+        "study_id": report.study_id,
+        "study_name": report.study_name,
+        "kind": report.kind,
+        "metric": report.metric,
+        "verdict": report.verdict,
+        "claim": None if report.claim is None else _plain(report.claim),
+        "paper_title": None if report.claim is None else PAPERS[report.claim.paper],
+        "result": None if report.result is None else _plain(report.result),
+        "dataset": {**_plain(report.dataset), "is_stand_in": report.dataset.is_stand_in},
+        "dataset_note": report.dataset_note,
+        "paper_vs_measured": _plain(report.paper_vs_measured),
+        "table": None if report.table is None else report.table.to_json(),
+        "figures": [{"name": f.name, "caption": f.caption, "svg": f.svg} for f in report.figures],
+        "provenance": _plain(report.provenance),
+        "notes": list(report.notes),
+    }
+    json.dumps(payload, allow_nan=False)  # fails here, not in a client, if anything is not strict JSON
+    return payload
+
+
+# Findings mix units (a difference, a rank, a correlation), so each number gets 4 significant digits
+# rather than one table-wide number of decimals (studies.tables.formatting.Formatter).
+def _num(value: float | None) -> str:
+    return DASH if value is None else f"{value:.4g}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return DASH if low is None or high is None else f"[{low:.4g}, {high:.4g}]"
+
+
+def report_title(report: StudyReport) -> str:
+    what = report.claim.title if report.claim is not None else f"{report.dataset.dataset}: comparison"
+    return f"{what} — study {report.study_name} ({report.study_id})"
+
+
+def verdict_line(report: StudyReport) -> str:
+    if report.result is None:
+        return "No paper claim: this report compares every row with the reference, seed by seed."
+    return f"Verdict: {VERDICT_WORDS.get(report.result.verdict, report.result.verdict)}"
+
+
+def finding_headers(report: StudyReport) -> list[str]:
+    level = f"{(report.result.confidence if report.result else 0.95) * 100:g} %"
+    return [
+        "finding",
+        "expected",
+        "measured",
+        f"{level} CI",
+        "n",
+        "p",
+        "p adj.",
+        "MDE 80 %",
+        "paper",
+        "verdict",
+    ]
+
+
+def finding_cells(finding: Finding) -> list[str]:
+    return [
+        finding.label,
+        finding.expected,
+        _num(finding.measured),
+        _interval(finding.ci_low, finding.ci_high),
+        str(finding.n),
+        format_p(finding.p_value),
+        format_p(finding.p_adjusted),
+        _num(finding.mde),
+        _num(finding.paper),
+        finding.verdict,
+    ]
+
+
+def paper_rows(report: StudyReport) -> tuple[list[str], list[list[str]]]:
+    level = f"{(report.result.confidence if report.result else 0.95) * 100:g} %"
+    headers = ["row", "metric", "paper", "measured mean", f"{level} CI", "seeds", "comparable"]
+    rows = [
+        [
+            r.row,
+            r.metric,
+            _num(r.paper),
+            _num(r.measured),
+            _interval(r.ci_low, r.ci_high),
+            str(r.n),
+            "yes" if r.comparable else "no (other data)",
+        ]
+        for r in report.paper_vs_measured
+    ]
+    return headers, rows
+
+
+def provenance_items(report: StudyReport) -> list[tuple[str, str]]:
+    p = report.provenance
+    items = [
+        ("study", f"{p.study_name} ({p.study_id}), status {p.status}"),
+        ("dataset", report.dataset.dataset + (f" — {report.dataset_note}" if report.dataset_note else "")),
+        ("seeds", ", ".join(map(str, p.seeds)) or DASH),
+        ("tune seeds", ", ".join(map(str, p.tune_seeds)) or DASH),
+        ("split seed", str(p.split_seed)),
+        ("created", p.created_at or DASH),
+        ("started", p.started_at or DASH),
+        ("finished", p.finished_at or DASH),
+        ("report generated", p.generated_at),
+        ("NormLab", f"{p.normlab_version} (git {p.git_revision})"),
+        ("packages", ", ".join(f"{k} {v}" for k, v in p.packages.items()) or DASH),
+    ]
+    if p.mlflow_experiment_id:
+        items.append(("MLflow experiment", p.mlflow_experiment_id))
+    if p.ray_job_id:
+        items.append(("Ray job", p.ray_job_id))
+    return items
+
+
+def _md(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(_md(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def to_markdown(report: StudyReport) -> str:
+    import yaml
+
+    lines = [f"# {report_title(report)}", ""]
+    claim = report.claim
+    if claim is not None:
+        lines += [
+            f"**Claim** `{claim.id}` from *{PAPERS[claim.paper]}*:",
+            "",
+            f"> {claim.statement}",
+            "",
+            f"**The paper reports:** {claim.reported.text}"
+            + (f" ({claim.reported.significance})" if claim.reported.significance else ""),
+            "",
+        ]
+    lines += [f"**{verdict_line(report)}**", ""]
+    if report.result is not None:
+        lines += [report.result.summary, ""]
+    data_line = f"**Data:** {report.dataset.note}."
+    if not report.dataset.comparable:
+        data_line += " The paper's numbers below are shown for orientation only."
+    lines += [data_line, ""]
+    if report.notes:
+        lines += [*(f"- {_md(n)}" for n in report.notes), ""]
+
+    if report.paper_vs_measured:
+        headers, rows = paper_rows(report)
+        lines += ["## Paper vs measured", "", *_md_table(headers, rows), ""]
+
+    if report.result is not None:
+        lines += [f"## Findings (check `{report.result.check}`)", ""]
+        if report.result.findings:
+            lines += _md_table(finding_headers(report), [finding_cells(f) for f in report.result.findings])
+            lines += [""] + [f"- {_md(f.label)}: {_md(f.note)}" for f in report.result.findings if f.note]
+        else:
+            lines.append("No findings: the study has no data this check can read.")
+        lines += [f"- note: {_md(n)}" for n in report.result.notes]
+        if claim is not None and claim.notes:
+            lines += ["", f"*How the claim is read:* {claim.notes}"]
+        lines.append("")
+
+    if report.table is not None:
+        lines += ["## Comparison with the reference", ""]
+        lines += [report.table.to_markdown().replace("### ", "### Table: ", 1), ""]
+
+    if report.figures:
+        lines += ["## Figures", "", "The HTML report shows these figures inline:", ""]
+        lines += [f"- {_md(f.caption)}" for f in report.figures] + [""]
+
+    lines += ["## Provenance", ""]
+    lines += [f"- **{k}:** {_md(v)}" for k, v in provenance_items(report)]
+    lines += [
+        "",
+        "Spec:",
+        "",
+        "```yaml",
+        yaml.safe_dump(dict(report.provenance.spec), sort_keys=False).rstrip(),
+        "```",
+    ]
+    return "\n".join(lines) + "\n"

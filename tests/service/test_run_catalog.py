@@ -1,0 +1,94 @@
+"""scripts/run_catalog.py against the real app (FastAPI's TestClient stands in for the network): submit a
+catalog claim's smoke study, wait for it, write its reports and the index."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import service.cli as cli
+from service.store import record_trial, session_scope, set_study_runtime, set_study_status
+from tests.service.conftest import API_TOKEN
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "run_catalog.py"
+CLAIM = "cifar10_autonorm_s_beats_frozen_ln"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("run_catalog", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def run_catalog(monkeypatch, app, settings):
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("NORMLAB_API_URL", "http://normlab.test")
+    monkeypatch.setenv("NORMLAB_API_TOKEN", API_TOKEN)
+
+    def client(api_url, token):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return TestClient(app, base_url=api_url, headers=headers)
+
+    monkeypatch.setattr(cli, "make_http_client", client)
+    return _load_script()
+
+
+def _run_study_to_the_end(engine, study_id: str) -> None:
+    """What the cluster does while the script waits: run the final phase, then end the study."""
+    with session_scope(engine) as session:
+        set_study_runtime(session, study_id=study_id, ray_job_id="raysubmit_1")
+        set_study_status(session, study_id=study_id, status="running")
+        for method, base in (("autonorm_s", 0.90), ("frozen_ln", 0.85)):
+            for seed in range(5):
+                record_trial(
+                    session,
+                    study_id=study_id,
+                    trial_key=f"{study_id}/final/{method}/seed{seed}",
+                    phase="final",
+                    method=method,
+                    config={},
+                    seed=seed,
+                    status="succeeded",
+                    metrics={},
+                    metric_value=base + (0.003 * seed if method == "frozen_ln" else 0.002 * (seed % 2)),
+                    mlflow_run_id=None,
+                )
+        set_study_status(session, study_id=study_id, status="succeeded")
+
+
+def test_the_runner_submits_waits_and_writes_the_reports_and_the_index(
+    run_catalog, app_engine, client, monkeypatch, tmp_path
+):
+    def sleep(_seconds):
+        (study,) = client.get("/studies").json()
+        if study["status"] == "queued":
+            _run_study_to_the_end(app_engine, study["id"])
+
+    monkeypatch.setattr(run_catalog.time, "sleep", sleep)
+    reports = tmp_path / "reports"
+    code = run_catalog.main(["--claim", CLAIM, "--output", str(reports), "--poll", "0"])
+    assert code == 0
+    assert {p.name for p in reports.iterdir()} == {f"{CLAIM}.{ext}" for ext in ("md", "html", "json")} | {
+        "README.md"
+    }
+    assert json.loads((reports / f"{CLAIM}.json").read_text())["verdict"] == "supported"
+    index = (reports / "README.md").read_text()
+    row = next(line for line in index.splitlines() if CLAIM in line)
+    assert "| supported |" in row
+    assert "digits (stand-in for mnist; paper: cifar10, not comparable)" in row
+    assert f"[html]({CLAIM}.html)" in row
+
+
+def test_an_unknown_claim_is_refused_before_anything_is_submitted(run_catalog, client, capsys):
+    with pytest.raises(SystemExit):
+        run_catalog.main(["--claim", "no_such_claim"])
+    assert "unknown claim(s) no_such_claim" in capsys.readouterr().err
+    assert client.get("/studies").json() == []
