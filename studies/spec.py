@@ -335,7 +335,7 @@ KNOBS: dict[str, Knob] = {
             low_open=True,
             methods=_GATED,
         ),
-        Knob("skip_scale", "float", "scale of the residual skip path", 0.0, 100.0, low_open=True),
+        Knob("skip_scale", "float", "branch-to-skip ratio beta: h + beta * f(h)", 0.0, 100.0, low_open=True),
         Knob("init_scale", "float", "initial scale of the branch weights", 0.0, 100.0, low_open=True),
         Knob("width_expansion", "float", "MLP hidden width over model width (m/d)", 0.0, 64.0, low_open=True),
         Knob(
@@ -505,6 +505,17 @@ def _check_distribution(knob: Knob, dist: Distribution) -> str | None:
 
 def _discrete_values(dist: Choice | Grid | Fixed) -> list[Scalar]:
     return [dist.value] if isinstance(dist, Fixed) else list(dist.values)
+
+
+# Knobs that only make sense on images, with the value that switches each off.
+_IMAGE_ONLY_KNOBS: dict[str, Scalar] = {"augment": "none", "mixup": 0.0, "cutmix": 0.0}
+
+
+def _can_enable(dist: Distribution) -> bool:
+    """Whether some value of `dist` switches an image-only knob on (anything but none / 0 / false)."""
+    if isinstance(dist, (Uniform, LogUniform, IntRange)):
+        return dist.high > 0
+    return any(value not in ("none", 0, 0.0, False) for value in _discrete_values(dist))
 
 
 def has_searchable_knobs(space: Mapping[str, Distribution]) -> bool:
@@ -1002,6 +1013,17 @@ class StudySpec(_Strict):
         problem = _check_distribution(knob, dist)
         if problem is not None:
             fail(loc, "knob_out_of_range", problem, dist.model_dump())
+        elif (
+            knob_name in _IMAGE_ONLY_KNOBS and _DATASET_FAMILY[self.dataset] != "image" and _can_enable(dist)
+        ):
+            # The trial would only fail when it starts; say so before anything runs.
+            fail(
+                loc,
+                "image_only_knob",
+                f"knob '{knob_name}' transforms images, but dataset '{self.dataset}' holds "
+                f"{_DATASET_FAMILY[self.dataset]} data; remove it (or set it to {_IMAGE_ONLY_KNOBS[knob_name]!r})",
+                dist.model_dump(),
+            )
         elif self.kind == "compare" and isinstance(dist, Grid):
             fail(
                 loc,

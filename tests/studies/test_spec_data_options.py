@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from studies.spec import DATASET_CORRUPTIONS, KNOBS, DataOptions, validate_spec_data
+from studies.spec import DATASET_CORRUPTIONS, KNOBS, DataOptions, StudySpec, validate_spec_data
 
 BASE: dict[str, Any] = {
     "name": "corruptions",
@@ -80,3 +80,27 @@ def test_augment_is_a_categorical_knob_of_every_method() -> None:
     assert spec.search_space_for("dyt")["augment"].values == ["crop_flip", "none"]
     problems = _errors(search={"augment": "cutout"})
     assert "one of none, crop_flip, randaugment, autoaugment" in problems[("search", "augment")]
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [("augment", "crop_flip"), ("mixup", 0.8), ("cutmix", {"type": "uniform", "low": 0, "high": 1})],
+)
+def test_image_only_knobs_on_text_or_tabular_data_are_refused_at_their_field(
+    knob: str, value: object
+) -> None:
+    for dataset in ("rotten_tomatoes_vader", "california_housing"):
+        with pytest.raises(ValidationError) as caught:
+            StudySpec.model_validate(
+                {"name": "x", "dataset": dataset, "methods": ["frozen_ln"], "search": {knob: value}}
+            )
+        errors = caught.value.errors()
+        assert [e["loc"] for e in errors] == [("search", knob)] and errors[0]["type"] == "image_only_knob"
+
+
+def test_image_only_knobs_switched_off_are_fine_anywhere() -> None:
+    spec = StudySpec.model_validate(
+        {"name": "x", "dataset": "california_housing", "methods": ["frozen_ln"],
+         "search": {"augment": "none", "mixup": 0.0}},
+    )  # fmt: skip
+    assert spec.search["augment"].value == "none"
