@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from studies.spec import KNOBS
+from studies.knobs import KNOBS
 
 if TYPE_CHECKING:
     from workers.data.bundle import DatasetBundle

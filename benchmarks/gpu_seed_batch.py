@@ -1,0 +1,100 @@
+"""Training throughput of k seeds stacked in one process (workers.training.seed_step), for the GPU table.
+
+    python -m benchmarks.gpu_seed_batch --preset vit_lite_paper --method frozen_ln --k 32 --device cuda
+
+One measured step is exactly the seed-batched training step (vmap(grad) forward/backward of k stacked
+ViT-Lite models, per-seed clipping, AdamW on the stacked tensors, schedule), with the preset's own
+dropout and drop-path, bf16 autocast on CUDA, on one fixed synthetic CIFAR-shaped batch per seed that
+already sits on the device (no data loading, no evaluation). Only torch is needed on this path:
+no Ray, MLflow or data registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+__all__ = ["measure_seed_batched"]
+
+WARMUP_STEPS = 3  # first steps pay allocator growth and kernel selection
+
+
+def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: str, batch_size: int) -> float:
+    """Aggregate samples/s (k * batch_size per step, all seeds together) of `steps` seed-batched training
+    steps of ViT-Lite preset `preset` with normalization method `method` on `device`, after
+    WARMUP_STEPS untimed steps. Models are built as a trial builds them (seed i for model i)."""
+    from models import build_model
+    from models.methods import norm_for_method
+    from models.presets import PRESETS
+    from workers.training.metrics import TaskLoss
+    from workers.training.schedule import build_warmup_cosine
+    from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
+    from workers.training.seeding import seed_everything
+    from workers.training.stacked import StackedModels
+
+    if k < 1 or steps < 1 or batch_size < 1:
+        raise ValueError(f"k, steps and batch_size must be >= 1, got {k}, {steps}, {batch_size}")
+    vit_presets = sorted(name for name, fields in PRESETS.items() if fields["model"] == "vit_lite")
+    if preset not in vit_presets:
+        raise ValueError(
+            f"measure_seed_batched takes a ViT-Lite preset ({', '.join(vit_presets)}), got {preset!r}"
+        )
+    target = torch.device(device)
+    kind = norm_for_method(method).kind
+    models = []
+    for seed in range(k):
+        seed_everything(seed)
+        models.append(build_model(preset, {"norm": kind}))
+    config = models[0].config
+    stacked = StackedModels(models).to(target)
+    del models
+    optimizer, _ = build_stacked_optimizer(stacked, lr=5e-4, weight_decay=3e-2)
+    total = WARMUP_STEPS + steps
+    scheduler = build_warmup_cosine(optimizer, warmup_steps=min(total, 5), total_steps=total)
+    step = SeedBatchedStep(
+        stacked,
+        loss_fn=TaskLoss("image_classification", label_smoothing=0.1),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        grad_clip=1.0,
+        device=target,
+        amp=True,
+    )
+    stacked.template.train()
+    generator = torch.Generator().manual_seed(0)
+    shape = (k, batch_size, config.in_channels, config.image_size, config.image_size)
+    images = torch.randn(shape, generator=generator).to(target)  # (k, B, C, H, W)
+    labels = torch.randint(0, config.num_classes, (k, batch_size), generator=generator).to(target)  # (k, B)
+    for _ in range(WARMUP_STEPS):
+        step(images, labels)
+    _synchronize(target)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step(images, labels)
+    _synchronize(target)
+    elapsed = time.perf_counter() - started
+    return k * batch_size * steps / elapsed
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="vit_lite_paper")
+    parser.add_argument("--method", default="frozen_ln")
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=128)
+    args = parser.parse_args()
+    rate = measure_seed_batched(args.preset, args.method, args.k, args.steps, args.device, args.batch_size)
+    print(
+        f"{args.preset} {args.method} k={args.k} batch {args.batch_size} on {args.device}: {rate:,.0f} samples/s"
+    )

@@ -1,0 +1,464 @@
+"""Seed-batched training: k seeds of ONE configuration trained together in one process, stacked.
+
+A small model leaves a GPU mostly idle; stacking the parameters of k seeds and running them under
+`torch.func.vmap` turns k launch-bound trials into one step over k times the work. Each seed keeps what a
+single-seed `TrainingRun` with that seed gives it:
+
+- init: each model is built right after `seed_everything(seed)`, exactly as TrainingRun builds it;
+- data order, augmentation and MixUp/CutMix: the seed's own generators, seeded as TrainingRun seeds
+  them, so batch b of seed s is the batch the single run with seed s sees at step b;
+- AdamW with the same weight-decay groups, the same warmup+cosine schedule, gradient clipping with the
+  norm taken over that seed's gradients only, and its own AutoNorm-S freeze decision
+  (workers.training.seed_step);
+- per-epoch metrics with TrainingRun's keys, one dict per seed, and a checkpoint state per seed that a
+  single-seed TrainingRun can load (and that this class can load back, k at a time).
+
+What differs: dropout, drop-path and Gumbel gate noise are drawn per seed from the global generator
+under `vmap(randomness="different")`. Every seed gets its own independent streams, but they are NOT the
+streams a single-seed run with that seed would draw. With those three off, k stacked seeds match k
+single-seed runs to float tolerance (the batched matmuls sum in another order). `samples_per_s` is per
+seed: the k seeds together process k times as many samples in the same wall time.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from workers.training.augment import build_augmenter
+from workers.training.batches import iterate_batches, num_batches
+from workers.training.config import TrainConfig, model_config
+from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
+from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, layer_entropies
+from workers.training.mixing import BatchMixer
+from workers.training.schedule import build_warmup_cosine
+from workers.training.seed_metrics import StackedTrainGateEntropy, stacked_gate_summaries
+from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
+from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
+from workers.training.stacked import StackedModels
+
+__all__ = ["SeedBatchedRun"]
+
+
+class SeedBatchedRun:
+    """k seeds of one TrainConfig trained together; `cfg.seed` is replaced by each of `seeds`."""
+
+    def __init__(self, cfg: TrainConfig, seeds: Sequence[int]) -> None:
+        # Imported here, as in TrainingRun, so the module imports without the model and data registries.
+        from models import build_model
+        from models.methods import norm_for_method
+        from models.norms import GateFreezer, gated_norms
+        from workers.data import get_dataset
+
+        self.seeds = _checked_seeds(seeds)
+        self.cfg = cfg
+        self.seed_configs = [dataclasses.replace(cfg, seed=seed) for seed in self.seeds]
+        self.device = resolve_device(cfg.device)
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        self.bundle = get_dataset(
+            cfg.dataset,
+            split_seed=cfg.split_seed,
+            root=cfg.data_root,
+            corruptions=cfg.corruptions,
+            severities=cfg.severities,
+        )
+        choice = norm_for_method(cfg.method)
+        model_name = cfg.model or self.bundle.default_model
+        fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
+        models = []
+        for seed in self.seeds:
+            seed_everything(seed)  # after loading the data, before building: TrainingRun's order
+            models.append(build_model(model_name, fields))
+        self.stacked = StackedModels(models).to(self.device)
+        del models
+        self.optimizer, self.param_order = build_stacked_optimizer(
+            self.stacked, lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
+        self.steps_per_epoch = num_batches(len(self.bundle.train), cfg.batch_size)
+        if cfg.max_steps_per_epoch is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
+        total_steps = self.steps_per_epoch * cfg.epochs
+        warmup_steps = min(total_steps, round(cfg.warmup_epochs * self.steps_per_epoch))
+        self.scheduler = build_warmup_cosine(
+            self.optimizer, warmup_steps=warmup_steps, total_steps=total_steps, min_ratio=cfg.min_lr_ratio
+        )
+        self.loss_fn = TaskLoss(
+            self.bundle.task, label_smoothing=cfg.label_smoothing, ignore_index=self.bundle.ignore_index
+        )
+        self.step = SeedBatchedStep(
+            self.stacked,
+            loss_fn=self.loss_fn,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            grad_clip=cfg.grad_clip,
+            device=self.device,
+            amp=cfg.amp,
+        )
+        self.freezers = (
+            [GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h, scope=cfg.freeze_scope) for _ in self.seeds]
+            if choice.gate_freeze
+            else None
+        )
+        # GateFreezer.observe wants a model to count gated layers and to flip requires_grad on; the stacked
+        # tensors carry no requires_grad, so it gets a parameter-free skeleton of the architecture.
+        self._freeze_skeleton = copy.deepcopy(self.stacked.template).to("meta")
+        self.gate_layers = [name for name, _ in gated_norms(self.stacked.template)]
+        self.train_gates = StackedTrainGateEntropy(len(self.seeds))
+        self.data_generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
+        self.mixers = [self._build_mixer(seed) for seed in self.seeds]
+        self.augmenters = [
+            build_augmenter(cfg.augment, self.bundle, model=model_name, seed=seed) for seed in self.seeds
+        ]
+        self._train_tensors = self._device_train_tensors()
+        self.epoch = 0
+        self.histories: list[list[dict[str, Any]]] = [[] for _ in self.seeds]
+
+    @property
+    def num_seeds(self) -> int:
+        return len(self.seeds)
+
+    # ----- epochs -------------------------------------------------------------------------------------
+
+    def initial_report(self) -> list[dict[str, Any]]:
+        """Epoch 0 per seed: init ranks of that seed's model and its untrained validation metric."""
+        from models.rank import init_rank_report
+
+        started = time.perf_counter()
+        example, _ = next(iterate_batches(self.bundle.train, RANK_EXAMPLE_SIZE))
+        example = example.to(self.device)
+        ranks = [init_rank_report(self.stacked.materialize(i), example) for i in range(self.num_seeds)]
+        results = self.evaluate(self.bundle.val)
+        elapsed = time.perf_counter() - started
+        reports = []
+        for i, ((metric, gates), seed_ranks) in enumerate(zip(results, ranks, strict=True)):
+            metrics: dict[str, Any] = {"epoch": 0, **self._validation_metrics(metric), **gates}
+            metrics.update(self._freeze_metrics(i))
+            metrics.update({k: float(v) for k, v in seed_ranks.items()})
+            metrics["epoch_time_s"] = elapsed
+            self.histories[i].append(metrics)
+            reports.append(metrics)
+        return reports
+
+    def train_one_epoch(self) -> list[dict[str, Any]]:
+        """One epoch of every seed; returns one metrics dict per seed, in `seeds` order."""
+        self.epoch += 1
+        cfg = self.cfg
+        started = time.perf_counter()
+        train_losses, samples = self._train_steps()
+        train_time = time.perf_counter() - started
+        results = self.evaluate(self.bundle.val)
+        train_gates = self.train_gates.compute()
+        if self.freezers is not None:
+            for i, freezer in enumerate(self.freezers):
+                entropies = layer_entropies({**results[i][1], **train_gates[i]}, cfg.freeze_signal)
+                if not entropies:
+                    raise RuntimeError(f"method {cfg.method!r} freezes gates but the model reports none")
+                if freezer.observe(self.epoch, entropies, self._freeze_skeleton):
+                    self.step.freezes.set_frozen_layers(i, freezer.frozen_layers)
+        test_metrics = (
+            self.final_test_metrics()
+            if cfg.eval_split == "test" and self.epoch == cfg.epochs
+            else [{} for _ in self.seeds]
+        )
+        elapsed = time.perf_counter() - started
+        reports = []
+        for i, (metric, gates) in enumerate(results):
+            metrics: dict[str, Any] = {
+                "epoch": self.epoch,
+                "train_loss": train_losses[i],
+                **self._validation_metrics(metric),
+                **gates,
+                **train_gates[i],
+                **self._freeze_metrics(i),
+                "lr": self.scheduler.get_last_lr()[0],
+                **test_metrics[i],
+            }
+            metrics["epoch_time_s"] = elapsed
+            metrics["samples_per_s"] = samples / train_time if train_time > 0 else math.nan
+            self.histories[i].append(metrics)
+            reports.append(metrics)
+        return reports
+
+    def final_test_metrics(self) -> list[dict[str, float]]:
+        """Per seed: test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
+        name = self.bundle.metric
+        reports = [{f"test_{name}": metric} for metric, _ in self.evaluate(self.bundle.test)]
+        corrupted = [{} for _ in self.seeds]
+        for key, dataset in sorted(self.bundle.eval_sets.items()):
+            for i, (metric, _) in enumerate(self.evaluate(dataset)):
+                corrupted[i][key] = metric
+        for report, values in zip(reports, corrupted, strict=True):
+            for key, value in values.items():
+                report[f"test_{name}_{key}"] = value
+            if values:
+                report[f"test_{name}_corruption_mean"] = sum(values.values()) / len(values)
+        return reports
+
+    @torch.no_grad()
+    def evaluate(self, dataset: Dataset) -> list[tuple[float, dict[str, float]]]:
+        """Per seed: the dataset's metric on `dataset` and the eval-mode (noise-free) gate statistics."""
+        template = self.stacked.template
+        template.eval()
+        accumulators = [
+            MetricAccumulator(
+                self.bundle.metric, target_std=self.bundle.target_std, ignore_index=self.bundle.ignore_index
+            )
+            for _ in self.seeds
+        ]
+        gates = [GateStats() for _ in self.seeds]
+        try:
+            for x, y in iterate_batches(dataset, self.cfg.eval_batch_size):
+                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                outputs, probs = self.stacked.forward_shared_input(self._eval_forward, x)  # (k, B, ...)
+                self.step.clear_gate_cache()
+                summaries = stacked_gate_summaries(self.gate_layers, probs)
+                for i in range(self.num_seeds):
+                    accumulators[i].update(outputs[i], y)
+                    if summaries:
+                        gates[i].update(summaries[i], x.shape[0])
+        finally:
+            template.train()
+        return [
+            (acc.compute(), seed_gates.compute()) for acc, seed_gates in zip(accumulators, gates, strict=True)
+        ]
+
+    def _train_steps(self) -> tuple[list[float], int]:
+        self.stacked.template.train()
+        orders = torch.stack(
+            [torch.randperm(len(self.bundle.train), generator=g) for g in self.data_generators]
+        )
+        loss_sum = torch.zeros(self.num_seeds, device=self.device)  # (k,) on device: one host sync per epoch
+        self.train_gates.reset()
+        samples = 0
+        bar = self._progress_bar()
+        try:
+            for step, (x, y) in enumerate(self._stacked_batches(orders)):
+                if step >= self.steps_per_epoch:
+                    break
+                x, y = self._augment_and_mix(x, y)  # (k, B, ...)
+                loss, probs = self.step(x, y)
+                self.train_gates.update(probs)
+                loss_sum += loss * x.shape[1]
+                samples += x.shape[1]
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return [value / max(samples, 1) for value in loss_sum.tolist()], samples
+
+    def _stacked_batches(self, orders: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batch b of every seed, stacked: x (k, B, ...), y (k, B, ...), on the run's device.
+
+        `orders` (k, N) holds each seed's permutation of the training set; seed i's batch b is
+        orders[i, b*B:(b+1)*B], exactly what iterate_batches gives a single-seed run.
+        """
+        batch_size = self.cfg.batch_size
+        if self._train_tensors is not None:
+            size = orders.shape[1]
+            for start in range(0, size, batch_size):
+                index = orders[:, start : start + batch_size].to(self._train_tensors[0].device)  # (k, B)
+                x, y = (t[index] for t in self._train_tensors)
+                yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            return
+        seed_batches = [iterate_batches(self.bundle.train, batch_size, order=order) for order in orders]
+        for batches in zip(*seed_batches, strict=True):
+            x = torch.stack([bx for bx, _ in batches]).to(self.device, non_blocking=True)
+            y = torch.stack([by for _, by in batches]).to(self.device, non_blocking=True)
+            yield x, y
+
+    def _augment_and_mix(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each seed's own augmenter and mixer on its own batch, in TrainingRun's order."""
+        if all(a is None for a in self.augmenters) and all(m is None for m in self.mixers):
+            return x, y
+        xs, ys = [], []
+        for i, (augmenter, mixer) in enumerate(zip(self.augmenters, self.mixers, strict=True)):
+            xi, yi = x[i], y[i]
+            if augmenter is not None:
+                xi = augmenter(xi)
+            if mixer is not None:
+                xi, yi = mixer(xi, yi)
+            xs.append(xi)
+            ys.append(yi)
+        return torch.stack(xs), torch.stack(ys)
+
+    def _eval_forward(
+        self, params: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor], x: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        with self.step.autocast():
+            output = self.stacked.call(params, buffers, x)
+        return output, tuple(norm.last_probs for norm in self.step.gated)
+
+    # ----- checkpoint state ---------------------------------------------------------------------------
+
+    def state_dict(self) -> list[dict[str, Any]]:
+        """One TrainingRun-compatible checkpoint state per seed, in `seeds` order.
+
+        Each is what a single-seed TrainingRun with that seed would save (its config, model, AdamW state,
+        schedule, freezer, mixer, augmenter, data-order generator, history), so
+        `TrainingRun(cfg with that seed).load_state_dict(state)` continues that seed alone. The global RNG
+        state (the shared noise stream) is the same in all k. A `seed_batch` entry records the batch.
+        """
+        optimizer_state = self.optimizer.state_dict()
+        return [
+            {
+                "format": CHECKPOINT_FORMAT,
+                "epoch": self.epoch,
+                "config": self.seed_configs[i].to_dict(),
+                "model": self.stacked.seed_state_dict(i),
+                "optimizer": self._seed_optimizer_state(optimizer_state, i),
+                "scheduler": self.scheduler.state_dict(),
+                "freezer": self.freezers[i].state_dict() if self.freezers is not None else None,
+                "mixer": self.mixers[i].state_dict() if self.mixers[i] is not None else None,
+                "augmenter": self.augmenters[i].state_dict() if self.augmenters[i] is not None else None,
+                "rng": capture_rng_state(self.data_generators[i]),
+                "history": copy.deepcopy(self.histories[i]),
+                "seed_batch": {"seeds": list(self.seeds), "index": i},
+            }
+            for i in range(self.num_seeds)
+        ]
+
+    def load_state_dict(self, states: Sequence[Mapping[str, Any]]) -> None:
+        """Restore from k per-seed states in `seeds` order: this class's own `state_dict()`, or k
+        single-seed TrainingRun checkpoints taken at the same epoch (then the shared noise stream continues
+        from the last seed's global RNG state)."""
+        if len(states) != self.num_seeds:
+            raise ValueError(f"got {len(states)} seed states for {self.num_seeds} seeds")
+        epochs = {int(state["epoch"]) for state in states}
+        if len(epochs) != 1:
+            raise ValueError(
+                f"seed states come from different epochs {sorted(epochs)}; a batch resumes together"
+            )
+        for i, state in enumerate(states):
+            if state.get("format") != CHECKPOINT_FORMAT:
+                raise ValueError(
+                    f"unsupported checkpoint format {state.get('format')!r} (seed {self.seeds[i]})"
+                )
+            _check_same_run(state["config"], self.seed_configs[i].to_dict())
+        scheduler_steps = {int(state["scheduler"]["last_epoch"]) for state in states}
+        if len(scheduler_steps) != 1:
+            raise ValueError(f"seed states disagree on the schedule step: {sorted(scheduler_steps)}")
+        for i, state in enumerate(states):
+            self.stacked.load_seed_state_dict(i, state["model"])
+        self.optimizer.load_state_dict(self._merged_optimizer_state([state["optimizer"] for state in states]))
+        self.scheduler.load_state_dict(states[0]["scheduler"])
+        self.step.freezes.clear()
+        for i, state in enumerate(states):
+            if self.freezers is not None:
+                self.freezers[i].load_state_dict(state["freezer"])
+                self.step.freezes.set_frozen_layers(i, self.freezers[i].frozen_layers)
+            if self.mixers[i] is not None:
+                self.mixers[i].load_state_dict(state["mixer"])
+            if self.augmenters[i] is not None:
+                self.augmenters[i].load_state_dict(state.get("augmenter"))
+            restore_rng_state(state["rng"], self.data_generators[i])
+            self.histories[i] = copy.deepcopy(list(state["history"]))
+        self.epoch = epochs.pop()
+
+    def _seed_optimizer_state(self, full: Mapping[str, Any], index: int) -> dict[str, Any]:
+        """Seed `index`'s slice of the stacked AdamW state, in the single-seed optimizer's layout."""
+        state: dict[int, dict[str, Any]] = {}
+        for param_index, values in full["state"].items():
+            name = self.param_order[param_index]
+            entry: dict[str, Any] = {}
+            for key, value in values.items():
+                if key == "step":
+                    entry[key] = value.clone()
+                    if self.step.freezes.is_frozen(index, name):
+                        # A single-seed run stops stepping a selector once it is frozen.
+                        freezer = self.freezers[index] if self.freezers is not None else None
+                        if freezer is not None and freezer.freeze_epoch is not None:
+                            entry[key].fill_(freezer.freeze_epoch * self.steps_per_epoch)
+                elif torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == self.num_seeds:
+                    entry[key] = value[index].clone()
+                else:
+                    entry[key] = copy.deepcopy(value)
+            state[param_index] = entry
+        return {"state": state, "param_groups": copy.deepcopy(full["param_groups"])}
+
+    def _merged_optimizer_state(self, seed_states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """k single-seed AdamW states stacked into this run's optimizer layout."""
+        ours = self.optimizer.state_dict()["param_groups"]
+        groups = seed_states[0]["param_groups"]
+        if [g["params"] for g in groups] != [g["params"] for g in ours]:
+            raise ValueError("the checkpoint's optimizer groups do not match this model's parameters")
+        merged: dict[int, dict[str, Any]] = {}
+        for param_index in range(len(self.param_order)):
+            entries = [state["state"].get(param_index) for state in seed_states]
+            if all(entry is None for entry in entries):
+                continue
+            if any(entry is None for entry in entries):
+                raise ValueError(
+                    f"seed states disagree on whether parameter {self.param_order[param_index]} was stepped"
+                )
+            merged_entry: dict[str, Any] = {}
+            for key, value in entries[0].items():
+                if key == "step":
+                    # Frozen selectors of some seeds stopped counting; the stacked tensor steps with the rest.
+                    merged_entry[key] = max((entry[key] for entry in entries), key=float).clone()
+                elif torch.is_tensor(value):
+                    merged_entry[key] = torch.stack([entry[key] for entry in entries])
+                else:
+                    merged_entry[key] = value
+            merged[param_index] = merged_entry
+        return {"state": merged, "param_groups": copy.deepcopy(groups)}
+
+    # ----- helpers ------------------------------------------------------------------------------------
+
+    def _validation_metrics(self, value: float) -> dict[str, float]:
+        return {f"val_{self.bundle.metric}": value, "objective": value}
+
+    def _freeze_metrics(self, index: int) -> dict[str, int]:
+        if self.freezers is None:
+            return {"gates_frozen": 0, "freeze_epoch": -1}
+        return self.freezers[index].layer_metrics(len(self.gate_layers))
+
+    def _build_mixer(self, seed: int) -> BatchMixer | None:
+        cfg = self.cfg
+        if cfg.mixup <= 0 and cfg.cutmix <= 0:
+            return None
+        if self.bundle.task != "image_classification":
+            raise ValueError(f"MixUp/CutMix apply to images only, not to {self.bundle.task!r}")
+        return BatchMixer(
+            num_classes=int(self.bundle.model_fields["num_classes"]),
+            mixup_alpha=cfg.mixup,
+            cutmix_alpha=cfg.cutmix,
+            seed=seed,
+        )
+
+    def _device_train_tensors(self) -> tuple[torch.Tensor, ...] | None:
+        """The training split's tensors, moved to the GPU once so the k-seed gather runs there; on CPU the
+        split's own tensors. None for datasets that are not a TensorDataset (read item by item)."""
+        dataset = self.bundle.train
+        if not isinstance(dataset, TensorDataset):
+            return None
+        return tuple(t.to(self.device) for t in dataset.tensors)
+
+    def _progress_bar(self) -> Any:
+        show = self.cfg.progress if self.cfg.progress is not None else sys.stderr.isatty()
+        if not show:
+            return None
+        from tqdm.auto import tqdm
+
+        desc = f"epoch {self.epoch}/{self.cfg.epochs} ({self.num_seeds} seeds)"
+        return tqdm(total=self.steps_per_epoch, desc=desc, leave=False)
+
+
+def _checked_seeds(seeds: Sequence[int]) -> list[int]:
+    values = list(seeds)
+    if not values:
+        raise ValueError("seeds must name at least one seed")
+    if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in values):
+        raise ValueError(f"seeds must be integers, got {values!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"seeds must be distinct, got {values!r}")
+    return values

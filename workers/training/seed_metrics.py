@@ -1,0 +1,75 @@
+"""Gate statistics of k stacked seeds, per seed, in the keys a single-seed run reports.
+
+The stacked forward returns each gated layer's noise-free gate probabilities as one (k, B, 2) tensor
+(causal: (k, B, T, 2)); these helpers reduce them per seed exactly as `models.norms.gate_summary` and
+`workers.training.metrics.TrainGateEntropy` reduce a single model's, with one host sync per batch or
+epoch instead of one per seed and layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from models.norms.autonorm import gate_entropy
+
+__all__ = ["StackedTrainGateEntropy", "stacked_gate_summaries"]
+
+
+def stacked_gate_summaries(
+    layers: Sequence[str], probs: Sequence[torch.Tensor]
+) -> list[list[dict[str, Any]]]:
+    """Per seed, `gate_summary`'s rows: {"layer", "dyt_weight" (mean DyT probability), "entropy"}.
+
+    `probs` holds one (k, B, 2) or (k, B, T, 2) tensor per gated layer, in `layers` order.
+    """
+    if not probs:
+        return []
+    num_seeds = probs[0].shape[0]
+    dyt = torch.stack([p[..., 0].reshape(num_seeds, -1).mean(dim=1) for p in probs])  # (L, k)
+    entropy = torch.stack(
+        [gate_entropy(p.float()).reshape(num_seeds, -1).mean(dim=1) for p in probs]
+    )  # (L, k)
+    dyt_rows, entropy_rows = dyt.T.tolist(), entropy.T.tolist()  # (k, L) each, one host sync
+    return [
+        [
+            {"layer": layer, "dyt_weight": weight, "entropy": value}
+            for layer, weight, value in zip(layers, dyt_rows[seed], entropy_rows[seed], strict=True)
+        ]
+        for seed in range(num_seeds)
+    ]
+
+
+class StackedTrainGateEntropy:
+    """Per seed, the mean noise-free gate entropy per gated layer over one epoch's training batches."""
+
+    def __init__(self, num_seeds: int) -> None:
+        self.num_seeds = num_seeds
+        self._sum: torch.Tensor | None = None  # (k, L) summed per-decision entropies
+        self._count = 0
+
+    def reset(self) -> None:
+        self._sum, self._count = None, 0
+
+    def update(self, probs: Sequence[torch.Tensor]) -> None:
+        """Add one training batch: one (k, B, 2) or (k, B, T, 2) probability tensor per gated layer."""
+        if not probs:
+            return
+        # (k, L, N): one entry per gate decision of each seed and layer
+        entropy = torch.stack([gate_entropy(p).reshape(self.num_seeds, -1) for p in probs], dim=1)
+        total = entropy.sum(dim=2)  # (k, L)
+        self._sum = total if self._sum is None else self._sum + total
+        self._count += entropy.shape[2]
+
+    def compute(self) -> list[dict[str, float]]:
+        """Per seed: train_gate_entropy_<i> per layer and train_gate_entropy_mean (empty dicts without gates)."""
+        if self._sum is None or self._count == 0:
+            return [{} for _ in range(self.num_seeds)]
+        results = []
+        for per_layer in (self._sum / self._count).tolist():
+            metrics = {f"train_gate_entropy_{i}": value for i, value in enumerate(per_layer)}
+            metrics["train_gate_entropy_mean"] = sum(per_layer) / len(per_layer)
+            results.append(metrics)
+        return results
