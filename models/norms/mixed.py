@@ -130,6 +130,9 @@ def mixed_norm_reference(
 def _fast_path_applies(x: torch.Tensor) -> bool:
     if x.device.type != "cpu" or x.dtype != torch.float32:
         return False
+    # torch.compile traces the eager composite: the ctypes kernels are opaque to dynamo (graph breaks).
+    if torch.compiler.is_compiling():
+        return False
     # torch.func transforms (and their wrapped tensors) differentiate the eager composite: the fused
     # Functions define no setup_context / vmap rule.
     if torch._C._are_functorch_transforms_active() or torch._C._functorch.is_functorch_wrapped_tensor(x):

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from studies.spec import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
+from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
 
 __all__ = [
+    "COMPILE_MODES",
     "MODEL_KNOBS",
     "ORCHESTRATION_KEYS",
     "RESUME_INSENSITIVE_FIELDS",
@@ -31,6 +32,9 @@ ORCHESTRATION_KEYS = frozenset(
     }
 )
 
+# budget.compile values: how the training forward runs (workers.training.compiled).
+COMPILE_MODES: tuple[str, ...] = ("none", "default", "reduce-overhead")
+
 # Knobs that configure the AutoNorm-S freeze controller rather than the model.
 TRAINING_KNOBS = frozenset({"t_freeze", "eps_h", "freeze_signal", "freeze_scope"})
 
@@ -46,7 +50,7 @@ MODEL_KNOBS: dict[str, str] = {
 
 # Fields that may differ between an interrupted run and its resumption without changing the result
 # semantics (where the run executes, how it shows progress, where the data lives).
-RESUME_INSENSITIVE_FIELDS = frozenset({"device", "num_threads", "progress", "data_root", "amp"})
+RESUME_INSENSITIVE_FIELDS = frozenset({"device", "num_threads", "progress", "data_root", "amp", "compile"})
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ class TrainConfig:
     device: str = "auto"  # "auto" (cuda when available), "cpu", "cuda", "cuda:1", ...
     num_threads: int | None = None  # torch intra-op threads; None leaves torch's setting alone
     amp: bool = True  # bf16 autocast on CUDA (ignored on CPU, where it would only slow things down)
+    # torch.compile mode of the training forward: none | default | reduce-overhead (CUDA graphs); eager
+    # fallback with a warning where no compiler is available (workers.training.compiled).
+    compile: Literal["none", "default", "reduce-overhead"] = "none"
     max_steps_per_epoch: int | None = None  # smoke-test budget: cap optimizer steps per epoch
     progress: bool | None = None  # tqdm bar per epoch; None -> only when stderr is a TTY
 
@@ -97,6 +104,8 @@ class TrainConfig:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1 or self.eval_batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}")
         if self.eval_split not in ("val", "test"):
             raise ValueError(f"eval_split must be 'val' or 'test', got {self.eval_split!r}")
         if self.warmup_epochs < 0 or self.mixup < 0 or self.cutmix < 0:

@@ -16,6 +16,7 @@ from torch import nn
 from workers.training.augment import build_augmenter
 from workers.training.batches import iterate_batches, num_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, TrainGateEntropy, layer_entropies
 from workers.training.mixing import BatchMixer
@@ -99,6 +100,8 @@ class TrainingRun:
         choice = norm_for_method(cfg.method)
         fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
         self.model: nn.Module = build_model(cfg.model or self.bundle.default_model, fields).to(self.device)
+        # Training forward only (budget.compile); evaluation and checkpoints use the eager module.
+        self.train_forward = CompiledForward(self.model, cfg.compile, self.device)
         self.optimizer = build_optimizer(self.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.steps_per_epoch = num_batches(len(self.bundle.train), cfg.batch_size)
         if cfg.max_steps_per_epoch is not None:
@@ -203,7 +206,7 @@ class TrainingRun:
                 if self.mixer is not None:
                     x, y = self.mixer(x, y)
                 with self._autocast():
-                    output = model(x)
+                    output = self.train_forward(x)
                 self.train_gates.update()  # the noise-free gates this batch trained with
                 loss = self.loss_fn(output, y)
                 self.optimizer.zero_grad(set_to_none=True)
