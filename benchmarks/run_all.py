@@ -22,6 +22,7 @@ BENCHMARKS = (
     "benchmarks.bench_norms",
     "benchmarks.bench_model_step",
     "benchmarks.bench_training",
+    "benchmarks.bench_orchestration",
 )
 
 
@@ -39,6 +40,9 @@ def _machine() -> str:
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads)\n"
     )
+
+
+GPU_RESULTS = Path(__file__).with_name("gpu_results.md")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved measurements taken in one run on a shared, noisy machine; absolute times are for "
         "orientation only.\n\n" + _machine()
     )
+    if not args.only:
+        # GPU figures come from benchmarks/gpu.py on a GPU machine (none here): kept, not re-measured.
+        sections.append(GPU_RESULTS.read_text(encoding="utf-8"))
     args.output.write_text(header + "\n" + "\n".join(sections))
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failed else 0

@@ -157,11 +157,15 @@ class TrialTracker:
         return self._created
 
     def start(self, *, resolve_timeout_s: float = 10.0) -> TrialTracker:
-        """Start the background thread and wait briefly for the run to be resolved (never raises on outage)."""
+        """Start the background thread and wait up to `resolve_timeout_s` for the run to be resolved (0: return
+        at once and let the thread create the run meanwhile). Never raises on outage."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name=f"mlflow-{self.trial_key}", daemon=True)
             self._thread.start()
-        self.flush(timeout_s=resolve_timeout_s)
+        if resolve_timeout_s > 0:
+            self.flush(timeout_s=resolve_timeout_s)
+        else:
+            self._queue.put(_Flush(threading.Event()))  # resolve now, in the thread; nobody waits for it
         return self
 
     def log_metrics(self, metrics: Mapping[str, Any], *, step: int, timestamp_ms: int | None = None) -> None:

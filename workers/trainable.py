@@ -39,7 +39,8 @@ def train_trial(config: dict[str, Any]) -> None:
                 shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
         tracker = tracker_from_trial_config(config)
         if tracker is not None:
-            tracker.start()
+            # Not waited for: the tracker's thread finds or creates the run while the data and model load.
+            tracker.start(resolve_timeout_s=0)
             if restored is not None:
                 # Epochs queued by the previous attempt may have died with its process: re-send them.
                 state = load_checkpoint(checkpoint_dir / CHECKPOINT_FILE)

@@ -36,18 +36,21 @@ def test_a_trials_time_outside_training_splits_into_setup_epoch0_reporting_and_c
 
 def test_study_figures_add_up_to_slot_time_and_compare_the_wall_with_the_ideal():
     other = _trial("b", 12.0, [(13.0, 0.2), (21.0, 7.8)], 22.0)
-    figures = study_figures([TRIAL, other], wall_s=25.0, slots=2, processes=1)
-    assert figures.training_s == pytest.approx(12.8)
+    figures = study_figures([TRIAL, other], submitted_at=3.0, finished_at=28.0, slots=2, processes=1)
+    assert figures.wall_s == pytest.approx(25.0) and figures.training_s == pytest.approx(12.8)
     assert figures.ideal_s == pytest.approx(6.4) and figures.ratio == pytest.approx(25.0 / 6.4)
     assert figures.overhead_per_trial_s == pytest.approx((2 * 25.0 - 12.8) / 2)
-    # Slot idle = slot time no trial span covers: 50 - (10 + 10).
-    assert figures.phase_totals["slot_idle"] == pytest.approx(30.0)
+    # Idle slot time (50 - two spans of 10 s): 2 x 7 s before the first trial, 2 x 6 s after the last,
+    # and 2 s between (trial b started 2 s after trial a on the other slot, which idled 2 s at the end).
+    assert figures.phase_totals["study_start"] == pytest.approx(14.0)
+    assert figures.phase_totals["study_close"] == pytest.approx(12.0)
+    assert figures.phase_totals["between_trials"] == pytest.approx(4.0)
     assert sum(figures.phase_totals.values()) == pytest.approx(2 * 25.0 - 12.8)
 
 
 def test_a_study_without_trials_has_no_figures():
     with pytest.raises(ValueError, match="without trials"):
-        study_figures([], wall_s=1.0, slots=2)
+        study_figures([], submitted_at=0.0, finished_at=1.0, slots=2)
 
 
 def test_the_report_names_the_ratio_the_overhead_and_every_phase():
@@ -57,11 +60,11 @@ def test_the_report_names_the_ratio_the_overhead_and_every_phase():
         trials=4,
         training_s=120.0,
         processes=2,
-        phase_totals={"slot_idle": 40.0, "setup": 20.0, "close": 20.0},
+        phase_totals={"study_start": 40.0, "setup": 20.0, "close": 20.0},
     )
     text = study_section(figures, "quick-digits")
     assert "**1.67x** its ideal" in text and "**20.0 s** per trial" in text and "2 trial processes" in text
-    assert "| 10.00 |" in text and "| 5.00 |" in text  # slot idle and setup, per trial
+    assert "| 10.00 |" in text and "| 5.00 |" in text  # study start and setup, per trial
 
 
 def test_trial_processes_counts_distinct_pids_in_tunes_result_files(tmp_path):

@@ -216,3 +216,33 @@ def test_real_server_gets_one_run_per_trial_key_and_a_resumed_tracker_continues_
     assert run.data.params["knobs.tau"] == "0.5"
     steps = [m.step for m in client.get_metric_history(first.run_id, "objective")]
     assert sorted(steps) == [0, 1, 2, 3, 4, 5]  # backfill added 3 and 4; the recomputed 2 is not doubled
+
+
+class SlowClient(FlakyClient):
+    """FlakyClient whose run lookup takes `delay_s`, as a busy tracking server does."""
+
+    def __init__(self, delay_s: float):
+        super().__init__()
+        self.delay_s = delay_s
+
+    def search_runs(self, experiment_ids, filter_string, **kwargs):
+        time.sleep(self.delay_s)
+        return super().search_runs(experiment_ids, filter_string, **kwargs)
+
+
+def test_a_start_that_does_not_wait_returns_at_once_and_the_thread_creates_the_run_meanwhile():
+    client = SlowClient(delay_s=0.5)
+    tracker = TrialTracker(
+        tracking_uri=None, experiment_id="1", trial_key="k", client=client, flush_interval_s=60
+    )
+    started = time.monotonic()
+    tracker.start(resolve_timeout_s=0)
+    assert time.monotonic() - started < 0.25  # the trial goes on loading its data and model
+    deadline = time.monotonic() + 5
+    while tracker.run_id is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tracker.run_id is not None and tracker.created_run  # created without any flush or metric
+    tracker.log_metrics({"objective": 0.5}, step=0)
+    assert tracker.close("FINISHED")
+    assert len(client.runs) == 1 and client.runs[tracker.run_id].info.status == "FINISHED"
+    assert [(m.key, m.step) for m in client.metrics] == [("objective", 0)]

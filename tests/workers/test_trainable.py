@@ -164,3 +164,71 @@ def test_tune_trials_log_one_mlflow_run_each_and_a_crashed_trial_resumes_its_run
         assert {"train_loss", "val_accuracy", "gate_entropy_mean", "init_erank_jacobian"} <= set(
             run.data.metrics
         )
+
+
+def report_pid(config: dict) -> None:
+    """train_trial, with each report's process id appended to a log the test reads."""
+    config = dict(config)
+    log = Path(config.pop("test_report_log"))
+    real_report = trainable_module._report_to_tune
+
+    def report(metrics, checkpoint_dir):
+        real_report(metrics, checkpoint_dir)
+        with log.open("a") as handle:
+            handle.write(f"{metrics['epoch']} {os.getpid()}\n")
+
+    trainable_module._report_to_tune = report
+    try:
+        train_trial(config)
+    finally:
+        trainable_module._report_to_tune = real_report
+
+
+@pytest.mark.slow
+def test_a_reused_trial_process_runs_each_trial_from_scratch_with_its_own_mlflow_run(
+    ray_cluster, mlflow_server, tmp_path
+):
+    from ray import tune
+
+    client = MlflowClient(mlflow_server)
+    experiment_id = client.create_experiment(f"reuse-{uuid.uuid4().hex[:8]}")
+    seeds = [0, 1, 2]
+    param_space = {
+        "method": "frozen_ln",
+        "dataset": "digits",
+        "model": "vit_lite_tiny",
+        "epochs": 2,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "warmup_epochs": 1,
+        "max_steps_per_epoch": 3,
+        "seed": tune.grid_search(seeds),
+        "study_id": "study-r",
+        "phase": "final",
+        "trial_key": tune.sample_from(lambda spec: f"study-r/final/frozen_ln/seed{spec.config.seed}"),
+        "mlflow_tracking_uri": mlflow_server,
+        "mlflow_experiment_id": experiment_id,
+        "test_report_log": tune.sample_from(lambda spec: str(tmp_path / f"reports-{spec.config.seed}.log")),
+    }
+    tuner = tune.Tuner(
+        tune.with_resources(report_pid, {"cpu": 2}),  # one slot on the 2-CPU cluster: trials run in turn
+        param_space=param_space,
+        tune_config=tune.TuneConfig(reuse_actors=True),
+        run_config=tune.RunConfig(name="reuse-test", storage_path=str(tmp_path / "ray_results"), verbose=0),
+    )
+    results = tuner.fit()
+
+    assert results.num_errors == 0
+    logs = {seed: (tmp_path / f"reports-{seed}.log").read_text().split("\n")[:-1] for seed in seeds}
+    # Every trial started from epoch 0 (none resumed the previous trial's checkpoint) ...
+    assert all([line.split()[0] for line in lines] == ["0", "1", "2"] for lines in logs.values())
+    # ... in one process, which Tune handed from trial to trial.
+    assert len({line.split()[1] for lines in logs.values() for line in lines}) == 1
+    runs = client.search_runs([experiment_id])
+    assert sorted(run.data.tags["normlab.trial_key"] for run in runs) == [
+        f"study-r/final/frozen_ln/seed{seed}" for seed in seeds
+    ]
+    for run in runs:
+        assert run.info.status == "FINISHED" and run.data.params["seed"] == run.data.tags["normlab.seed"]
+        steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "objective"))
+        assert steps == [0, 1, 2]

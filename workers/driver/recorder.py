@@ -54,9 +54,18 @@ class TrialRecorder(Callback):
     the recorder holds URLs and opens its engine and MLflow client lazily.
     """
 
-    def __init__(self, database_url: str, *, metric_key: str, tracking_uri: str | None, experiment_id: str):
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        metric_key: str | Mapping[str, str],
+        tracking_uri: str | None,
+        experiment_id: str,
+    ):
         self.database_url = database_url
-        self.metric_key = metric_key  # e.g. test_accuracy (final/grid) or objective (tune)
+        # The phase's primary metric, e.g. test_accuracy (final/grid) or objective (tune); one experiment
+        # that runs several phases passes it per phase ({"tune": "objective", "final": "test_accuracy"}).
+        self.metric_key = metric_key
         self.tracking_uri = tracking_uri
         self.experiment_id = experiment_id
         self._engine: Engine | None = None
@@ -111,9 +120,10 @@ class TrialRecorder(Callback):
         config = flatten_trial_config(trial.config)
         key = trial_key_for(config, trial.trial_id)
         metrics = numeric_metrics(trial.last_result)
-        value = metrics.get(self.metric_key) if status == "succeeded" else None
+        metric_key = self._metric_key(config["phase"])
+        value = metrics.get(metric_key) if status == "succeeded" else None
         if status == "succeeded" and value is None:
-            status, error = "failed", f"trial finished without reporting {self.metric_key}"
+            status, error = "failed", f"trial finished without reporting {metric_key}"
         scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
         try:
             with session_scope(self.engine) as session:
@@ -134,6 +144,9 @@ class TrialRecorder(Callback):
                 )
         except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
             log.exception("could not record trial %s", key)
+
+    def _metric_key(self, phase: str) -> str:
+        return self.metric_key if isinstance(self.metric_key, str) else self.metric_key[phase]
 
     def _mlflow_run_id(self, trial_key: str) -> str | None:
         if self.mlflow is None:

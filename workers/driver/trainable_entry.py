@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ray import tune
 
 from workers.driver.trial_keys import flatten_trial_config, trial_key_for
 
-__all__ = ["study_trial"]
+__all__ = ["REUSE_WAIT_S", "study_trial"]
 
 # Keys the driver uses for bookkeeping that the training config does not take.
 _DRIVER_ONLY_KEYS = ("group",)
+
+# With reuse_actors, Tune hands this process the next trial only after the last one's thread has ended, and
+# fails the NEXT trial when that takes longer than TUNE_FUNCTION_THREAD_TIMEOUT_S (Ray's default: 2 s).
+# An early-stopped (ASHA) trial ends only then, closing its MLflow run on the way out, which can take longer
+# against a busy tracking server: wait as long as that close may take (TrialTracker.close's timeout).
+REUSE_WAIT_S = 60
 
 
 def study_trial(config: dict[str, Any]) -> None:
     from workers.trainable import train_trial  # imported in the worker: torch stays out of the driver
 
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(REUSE_WAIT_S))
     flat = flatten_trial_config(config)
     flat["trial_key"] = trial_key_for(flat, tune.get_context().get_trial_id())
     for key in _DRIVER_ONLY_KEYS:

@@ -201,3 +201,17 @@ def test_reported_metrics_drop_tune_bookkeeping_but_keep_the_epoch():
         "objective": 0.7,
         "gates_frozen": 1.0,
     }
+
+
+def test_one_experiment_running_both_phases_records_each_trial_by_its_phases_metric(database):
+    url, engine, study_id = database
+    recorder = TrialRecorder(
+        url, metric_key={"tune": "objective", "final": "test_accuracy"}, tracking_uri=None, experiment_id="0"
+    )
+    tuning = {"study_id": study_id, "phase": "tune", "method": "dyt", "seed": 3, "knobs": {"lr": 0.01}}
+    result = {"objective": 0.6, "test_accuracy": 0.9, "epoch": 1}
+    recorder.on_trial_complete(0, [], FakeTrial(tuning, trial_id="tune_1", last_result=result))
+    recorder.on_trial_complete(0, [], FakeTrial(_final_config(study_id), last_result=result))
+    with session_scope(engine) as session:
+        stored = {t.phase: t.metric_value for t in list_trials(session, study_id=study_id)}
+    assert stored == {"tune": 0.6, "final": 0.9}

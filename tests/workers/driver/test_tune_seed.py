@@ -22,7 +22,7 @@ SPEC = {
 
 
 class Stop(Exception):
-    """Ends _tune_method where the Tuner would start: the captured arguments are what is tested."""
+    """Ends _run_compare where the Tuner would start: the captured arguments are what is tested."""
 
 
 @pytest.fixture
@@ -51,13 +51,16 @@ def _tune(spec: StudySpec) -> None:
     )
     metric = driver_study.MetricInfo(name="accuracy", higher_is_better=True)
     with pytest.raises(Stop):
-        driver_study._tune_method(spec, ctx, {}, "frozen_ln", metric=metric, client=None, parent=None)
+        driver_study._run_compare(spec, ctx, {}, metric=metric, client=None, parent=None)
 
 
 @pytest.mark.parametrize("tune_seeds, expected", [(None, 3), ([50, 51], 50)])
 def test_tuning_trials_and_the_sampler_use_the_first_tune_seed(captured, tune_seeds, expected):
     spec = StudySpec.model_validate({**SPEC, **({"tune_seeds": tune_seeds} if tune_seeds else {})})
     _tune(spec)
-    assert captured["param_space"]["seed"] == expected
-    assert captured["param_space"]["seed"] not in spec.seeds
+    tuning = [
+        captured["tune_config"].search_alg.suggest(f"t{i}") for i in range(spec.num_samples_for("frozen_ln"))
+    ]
+    assert all(t["phase"] == "tune" and t["seed"] == expected for t in tuning)
+    assert expected not in spec.seeds
     assert captured["sampler_seed"] == expected
