@@ -1066,6 +1066,33 @@ def _media_type(content_type: str | None) -> str | None:
     return content_type.split(";")[0].strip().lower() or None
 
 
+# Values (mappings, lists and scalars) a spec may hold once YAML aliases are expanded; real specs hold
+# a few hundred.
+MAX_EXPANDED_NODES = 20_000
+
+
+def _expanded_size(value: Any, sizes: dict[int, int], on_path: set[int]) -> int:
+    """How many values `value` holds with every alias expanded, counted once per shared object (memoised
+    by identity), and stopping as soon as the count passes MAX_EXPANDED_NODES. Self-references count once
+    (json_problems reports them)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in on_path:
+        return 1
+    on_path.add(key)
+    total = 1
+    for child in value.values() if isinstance(value, dict) else value:
+        total += _expanded_size(child, sizes, on_path)
+        if total > MAX_EXPANDED_NODES:
+            break
+    on_path.discard(key)
+    sizes[key] = total
+    return total
+
+
 def parse_spec_text(text: str, content_type: str | None = None) -> dict[str, Any]:
     """Parse JSON (application/json, *+json) or YAML (yaml types, text/plain or no type) into a mapping."""
     media = _media_type(content_type)
@@ -1078,6 +1105,13 @@ def parse_spec_text(text: str, content_type: str | None = None) -> dict[str, Any
         data = json.loads(text) if is_json else yaml.load(text, Loader=_SpecYamlLoader)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecFormatError(f"the spec is not valid {'JSON' if is_json else 'YAML'}: {exc}") from exc
+    if not is_json and _expanded_size(data, {}, set()) > MAX_EXPANDED_NODES:
+        # YAML aliases share one object per anchor, so a few hundred bytes of nested anchors ("billion
+        # laughs") expand to billions of nodes once anything walks the tree: refuse before anything does.
+        raise SpecFormatError(
+            f"the spec's YAML aliases expand to more than {MAX_EXPANDED_NODES} values; a study spec needs "
+            "far fewer: write it without nested anchors"
+        )
     if not isinstance(data, dict):
         raise SpecFormatError(
             f"a study spec is a mapping of fields (name, dataset, methods, ...), got {type(data).__name__}"

@@ -152,3 +152,31 @@ def test_a_wrong_method_on_studies_names_every_allowed_method(client):
     assert response.status_code == 405
     assert set(response.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
     assert response.json() == {"detail": "Method Not Allowed"}
+
+
+def _nested_anchors(levels: int, width: int = 10) -> str:
+    """The "billion laughs" body: each level lists the previous anchor `width` times (width**levels values)."""
+    lines = ['l0: &l0 "lol"']
+    for level in range(1, levels + 1):
+        lines.append(f"l{level}: &l{level} [" + ", ".join([f"*l{level - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels", [5, 9])  # 10**5 and 10**9 values once expanded, from < 700 bytes
+def test_yaml_aliases_that_expand_past_the_limit_are_a_short_422_on_the_body(client, levels):
+    body = _nested_anchors(levels)
+    assert len(body) < 700
+    before = _stored(client)
+    response = client.post("/studies", content=body, headers=YAML)
+    assert response.status_code == 422, response.text[:500]
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body"] and "aliases expand" in error["msg"]
+    assert len(response.text) < 1000  # the expanded input is never echoed
+    assert _stored(client) == before
+
+
+def test_a_spec_that_uses_a_few_aliases_is_still_accepted(client):
+    text = QUICK_SPEC_YAML.replace("name: tiny", "name: &n tiny\ndescription: *n")
+    response = client.post("/studies", content=text, headers=YAML)
+    assert response.status_code == 201, response.text
+    assert response.json()["spec"]["description"] == "tiny"
