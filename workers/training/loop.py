@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,14 +13,21 @@ import torch
 from torch import nn
 
 from workers.training.augment import build_augmenter
-from workers.training.batches import iterate_batches, num_batches
+from workers.training.batches import iterate_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, TrainGateEntropy, layer_entropies
-from workers.training.mixing import BatchMixer
 from workers.training.optim import build_optimizer
-from workers.training.schedule import build_warmup_cosine
+from workers.training.run_parts import (
+    build_freezer,
+    build_mixer,
+    build_schedule,
+    load_bundle,
+    progress_bar,
+    test_metrics,
+    validation_metrics,
+)
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
 
 __all__ = ["CHECKPOINT_FORMAT", "ReportFn", "TrainingRun", "resolve_device", "run_training"]
@@ -81,20 +87,13 @@ class TrainingRun:
         # Imported here so workers.training stays importable (and testable) without the heavy registries.
         from models import build_model
         from models.methods import norm_for_method
-        from models.norms import GateFreezer, gated_norms
-        from workers.data import get_dataset
+        from models.norms import gated_norms
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        self.bundle = get_dataset(
-            cfg.dataset,
-            split_seed=cfg.split_seed,
-            root=cfg.data_root,
-            corruptions=cfg.corruptions,
-            severities=cfg.severities,
-        )
+        self.bundle = load_bundle(cfg)
         # Seed after loading the data so init does not depend on whether the dataset was cached.
         seed_everything(cfg.seed)
         choice = norm_for_method(cfg.method)
@@ -103,23 +102,12 @@ class TrainingRun:
         # Training forward only (budget.compile); evaluation and checkpoints use the eager module.
         self.train_forward = CompiledForward(self.model, cfg.compile, self.device)
         self.optimizer = build_optimizer(self.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.steps_per_epoch = num_batches(len(self.bundle.train), cfg.batch_size)
-        if cfg.max_steps_per_epoch is not None:
-            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
-        total_steps = self.steps_per_epoch * cfg.epochs
-        warmup_steps = min(total_steps, round(cfg.warmup_epochs * self.steps_per_epoch))
-        self.scheduler = build_warmup_cosine(
-            self.optimizer, warmup_steps=warmup_steps, total_steps=total_steps, min_ratio=cfg.min_lr_ratio
-        )
-        self.freezer = (
-            GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h, scope=cfg.freeze_scope)
-            if choice.gate_freeze
-            else None
-        )
+        self.steps_per_epoch, self.scheduler = build_schedule(self.optimizer, cfg, len(self.bundle.train))
+        self.freezer = build_freezer(cfg, choice.gate_freeze)
         self.gated_layers = len(gated_norms(self.model))
         self.train_gates = TrainGateEntropy([norm for _, norm in gated_norms(self.model)])
         self.data_generator = torch.Generator().manual_seed(cfg.seed)
-        self.mixer = self._build_mixer()
+        self.mixer = build_mixer(cfg, self.bundle, cfg.seed)
         # Training batches only; its own generator (seeded from cfg.seed) is checkpointed with the run.
         self.augmenter = build_augmenter(
             cfg.augment, self.bundle, model=cfg.model or self.bundle.default_model, seed=cfg.seed
@@ -141,7 +129,7 @@ class TrainingRun:
         example = example.to(self.device)
         ranks = init_rank_report(self.model, example)
         metric, gates = self.evaluate(self.bundle.val)
-        metrics: dict[str, Any] = {"epoch": 0, **self._validation_metrics(metric), **gates}
+        metrics: dict[str, Any] = {"epoch": 0, **validation_metrics(self.bundle.metric, metric), **gates}
         metrics.update(self._freeze_metrics())
         metrics.update({k: float(v) for k, v in ranks.items()})
         metrics["epoch_time_s"] = time.perf_counter() - started
@@ -164,7 +152,7 @@ class TrainingRun:
         metrics: dict[str, Any] = {
             "epoch": self.epoch,
             "train_loss": train_loss,
-            **self._validation_metrics(metric),
+            **validation_metrics(self.bundle.metric, metric),
             **gates,
             **train_gates,
             **self._freeze_metrics(),
@@ -179,14 +167,8 @@ class TrainingRun:
 
     def final_test_metrics(self) -> dict[str, float]:
         """test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
-        name = self.bundle.metric
-        metrics = {f"test_{name}": self.evaluate(self.bundle.test)[0]}
         corrupted = {key: self.evaluate(ds)[0] for key, ds in sorted(self.bundle.eval_sets.items())}
-        for key, value in corrupted.items():
-            metrics[f"test_{name}_{key}"] = value
-        if corrupted:
-            metrics[f"test_{name}_corruption_mean"] = sum(corrupted.values()) / len(corrupted)
-        return metrics
+        return test_metrics(self.bundle.metric, self.evaluate(self.bundle.test)[0], corrupted)
 
     def _train_steps(self) -> tuple[float, int]:
         cfg, model = self.cfg, self.model
@@ -195,7 +177,7 @@ class TrainingRun:
         loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
         self.train_gates.reset()
         samples = 0
-        bar = self._progress_bar()
+        bar = progress_bar(cfg, self.steps_per_epoch, f"epoch {self.epoch}/{cfg.epochs}")
         try:
             for step, (x, y) in enumerate(iterate_batches(self.bundle.train, cfg.batch_size, order=order)):
                 if step >= self.steps_per_epoch:
@@ -280,39 +262,15 @@ class TrainingRun:
 
     # ----- helpers ------------------------------------------------------------------------------------
 
-    def _validation_metrics(self, value: float) -> dict[str, float]:
-        return {f"val_{self.bundle.metric}": value, "objective": value}
-
     def _freeze_metrics(self) -> dict[str, int]:
         if self.freezer is None:
             return {"gates_frozen": 0, "freeze_epoch": -1}
         return self.freezer.layer_metrics(self.gated_layers)
 
-    def _build_mixer(self) -> BatchMixer | None:
-        cfg = self.cfg
-        if cfg.mixup <= 0 and cfg.cutmix <= 0:
-            return None
-        if self.bundle.task != "image_classification":
-            raise ValueError(f"MixUp/CutMix apply to images only, not to {self.bundle.task!r}")
-        return BatchMixer(
-            num_classes=int(self.bundle.model_fields["num_classes"]),
-            mixup_alpha=cfg.mixup,
-            cutmix_alpha=cfg.cutmix,
-            seed=cfg.seed,
-        )
-
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.device.type == "cuda" and self.cfg.amp:
             return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
-
-    def _progress_bar(self) -> Any:
-        show = self.cfg.progress if self.cfg.progress is not None else sys.stderr.isatty()
-        if not show:
-            return None
-        from tqdm.auto import tqdm
-
-        return tqdm(total=self.steps_per_epoch, desc=f"epoch {self.epoch}/{self.cfg.epochs}", leave=False)
 
 
 def _check_same_run(saved: dict[str, Any], current: dict[str, Any]) -> None:

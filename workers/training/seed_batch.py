@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -34,12 +33,19 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from workers.training.augment import build_augmenter
-from workers.training.batches import iterate_batches, num_batches
+from workers.training.batches import iterate_batches
 from workers.training.config import TrainConfig, model_config
 from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, layer_entropies
-from workers.training.mixing import BatchMixer
-from workers.training.schedule import build_warmup_cosine
+from workers.training.run_parts import (
+    build_freezer,
+    build_mixer,
+    build_schedule,
+    load_bundle,
+    progress_bar,
+    test_metrics,
+    validation_metrics,
+)
 from workers.training.seed_metrics import StackedTrainGateEntropy, stacked_gate_summaries
 from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
@@ -55,8 +61,7 @@ class SeedBatchedRun:
         # Imported here, as in TrainingRun, so the module imports without the model and data registries.
         from models import build_model
         from models.methods import norm_for_method
-        from models.norms import GateFreezer, gated_norms
-        from workers.data import get_dataset
+        from models.norms import gated_norms
 
         self.seeds = _checked_seeds(seeds)
         self.cfg = cfg
@@ -64,13 +69,7 @@ class SeedBatchedRun:
         self.device = resolve_device(cfg.device)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        self.bundle = get_dataset(
-            cfg.dataset,
-            split_seed=cfg.split_seed,
-            root=cfg.data_root,
-            corruptions=cfg.corruptions,
-            severities=cfg.severities,
-        )
+        self.bundle = load_bundle(cfg)
         choice = norm_for_method(cfg.method)
         model_name = cfg.model or self.bundle.default_model
         fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
@@ -83,14 +82,7 @@ class SeedBatchedRun:
         self.optimizer, self.param_order = build_stacked_optimizer(
             self.stacked, lr=cfg.lr, weight_decay=cfg.weight_decay
         )
-        self.steps_per_epoch = num_batches(len(self.bundle.train), cfg.batch_size)
-        if cfg.max_steps_per_epoch is not None:
-            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
-        total_steps = self.steps_per_epoch * cfg.epochs
-        warmup_steps = min(total_steps, round(cfg.warmup_epochs * self.steps_per_epoch))
-        self.scheduler = build_warmup_cosine(
-            self.optimizer, warmup_steps=warmup_steps, total_steps=total_steps, min_ratio=cfg.min_lr_ratio
-        )
+        self.steps_per_epoch, self.scheduler = build_schedule(self.optimizer, cfg, len(self.bundle.train))
         self.loss_fn = TaskLoss(
             self.bundle.task, label_smoothing=cfg.label_smoothing, ignore_index=self.bundle.ignore_index
         )
@@ -104,9 +96,7 @@ class SeedBatchedRun:
             amp=cfg.amp,
         )
         self.freezers = (
-            [GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h, scope=cfg.freeze_scope) for _ in self.seeds]
-            if choice.gate_freeze
-            else None
+            [build_freezer(cfg, gate_freeze=True) for _ in self.seeds] if choice.gate_freeze else None
         )
         # GateFreezer.observe wants a model to count gated layers and to flip requires_grad on; the stacked
         # tensors carry no requires_grad, so it gets a parameter-free skeleton of the architecture.
@@ -114,7 +104,7 @@ class SeedBatchedRun:
         self.gate_layers = [name for name, _ in gated_norms(self.stacked.template)]
         self.train_gates = StackedTrainGateEntropy(len(self.seeds))
         self.data_generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
-        self.mixers = [self._build_mixer(seed) for seed in self.seeds]
+        self.mixers = [build_mixer(cfg, self.bundle, seed) for seed in self.seeds]
         self.augmenters = [
             build_augmenter(cfg.augment, self.bundle, model=model_name, seed=seed) for seed in self.seeds
         ]
@@ -140,7 +130,7 @@ class SeedBatchedRun:
         elapsed = time.perf_counter() - started
         reports = []
         for i, ((metric, gates), seed_ranks) in enumerate(zip(results, ranks, strict=True)):
-            metrics: dict[str, Any] = {"epoch": 0, **self._validation_metrics(metric), **gates}
+            metrics: dict[str, Any] = {"epoch": 0, **validation_metrics(self.bundle.metric, metric), **gates}
             metrics.update(self._freeze_metrics(i))
             metrics.update({k: float(v) for k, v in seed_ranks.items()})
             metrics["epoch_time_s"] = elapsed
@@ -175,7 +165,7 @@ class SeedBatchedRun:
             metrics: dict[str, Any] = {
                 "epoch": self.epoch,
                 "train_loss": train_losses[i],
-                **self._validation_metrics(metric),
+                **validation_metrics(self.bundle.metric, metric),
                 **gates,
                 **train_gates[i],
                 **self._freeze_metrics(i),
@@ -190,18 +180,15 @@ class SeedBatchedRun:
 
     def final_test_metrics(self) -> list[dict[str, float]]:
         """Per seed: test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
-        name = self.bundle.metric
-        reports = [{f"test_{name}": metric} for metric, _ in self.evaluate(self.bundle.test)]
-        corrupted = [{} for _ in self.seeds]
+        tests = [metric for metric, _ in self.evaluate(self.bundle.test)]
+        corrupted: list[dict[str, float]] = [{} for _ in self.seeds]
         for key, dataset in sorted(self.bundle.eval_sets.items()):
             for i, (metric, _) in enumerate(self.evaluate(dataset)):
                 corrupted[i][key] = metric
-        for report, values in zip(reports, corrupted, strict=True):
-            for key, value in values.items():
-                report[f"test_{name}_{key}"] = value
-            if values:
-                report[f"test_{name}_corruption_mean"] = sum(values.values()) / len(values)
-        return reports
+        return [
+            test_metrics(self.bundle.metric, test, values)
+            for test, values in zip(tests, corrupted, strict=True)
+        ]
 
     @torch.no_grad()
     def evaluate(self, dataset: Dataset) -> list[tuple[float, dict[str, float]]]:
@@ -239,7 +226,9 @@ class SeedBatchedRun:
         loss_sum = torch.zeros(self.num_seeds, device=self.device)  # (k,) on device: one host sync per epoch
         self.train_gates.reset()
         samples = 0
-        bar = self._progress_bar()
+        bar = progress_bar(
+            self.cfg, self.steps_per_epoch, f"epoch {self.epoch}/{self.cfg.epochs} ({self.num_seeds} seeds)"
+        )
         try:
             for step, (x, y) in enumerate(self._stacked_batches(orders)):
                 if step >= self.steps_per_epoch:
@@ -414,26 +403,10 @@ class SeedBatchedRun:
 
     # ----- helpers ------------------------------------------------------------------------------------
 
-    def _validation_metrics(self, value: float) -> dict[str, float]:
-        return {f"val_{self.bundle.metric}": value, "objective": value}
-
     def _freeze_metrics(self, index: int) -> dict[str, int]:
         if self.freezers is None:
             return {"gates_frozen": 0, "freeze_epoch": -1}
         return self.freezers[index].layer_metrics(len(self.gate_layers))
-
-    def _build_mixer(self, seed: int) -> BatchMixer | None:
-        cfg = self.cfg
-        if cfg.mixup <= 0 and cfg.cutmix <= 0:
-            return None
-        if self.bundle.task != "image_classification":
-            raise ValueError(f"MixUp/CutMix apply to images only, not to {self.bundle.task!r}")
-        return BatchMixer(
-            num_classes=int(self.bundle.model_fields["num_classes"]),
-            mixup_alpha=cfg.mixup,
-            cutmix_alpha=cfg.cutmix,
-            seed=seed,
-        )
 
     def _device_train_tensors(self) -> tuple[torch.Tensor, ...] | None:
         """The training split's tensors, moved to the GPU once so the k-seed gather runs there; on CPU the
@@ -442,15 +415,6 @@ class SeedBatchedRun:
         if not isinstance(dataset, TensorDataset):
             return None
         return tuple(t.to(self.device) for t in dataset.tensors)
-
-    def _progress_bar(self) -> Any:
-        show = self.cfg.progress if self.cfg.progress is not None else sys.stderr.isatty()
-        if not show:
-            return None
-        from tqdm.auto import tqdm
-
-        desc = f"epoch {self.epoch}/{self.cfg.epochs} ({self.num_seeds} seeds)"
-        return tqdm(total=self.steps_per_epoch, desc=desc, leave=False)
 
 
 def _checked_seeds(seeds: Sequence[int]) -> list[int]:
