@@ -34,7 +34,6 @@ import argparse
 import itertools
 import json
 import os
-import random
 import shutil
 import signal
 import statistics
@@ -160,45 +159,16 @@ def study_figures(
 # ----- part 1: the quick study on the real stack ------------------------------------------------------
 
 
-def _serve_environment(data_dir: Path, ray_temp: Path, token: str) -> dict[str, str]:
-    """`normlab serve` on free loopback ports, its own data dir and SLOTS Ray CPUs."""
-    from service.processes import free_port
-
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
-    }
-    worker_base = random.randint(20000, 32000)  # below Linux's ephemeral range, where free_port picks
-    env.update(
-        {
-            "NORMLAB_DATA_DIR": str(data_dir),
-            "NORMLAB_API_PORT": str(free_port()),
-            "NORMLAB_MLFLOW_PORT": str(free_port()),
-            "NORMLAB_RAY_GCS_PORT": str(free_port()),
-            "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
-            "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
-            "NORMLAB_RAY_CLIENT_SERVER_PORT": str(free_port()),
-            "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
-            "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
-            "NORMLAB_RAY_NUM_CPUS": str(SLOTS),
-            "NORMLAB_RAY_TEMP_DIR": str(ray_temp),
-            "NORMLAB_API_TOKEN": token,
-            "NORMLAB_POLL_INTERVAL_S": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
 @contextmanager
 def local_stack(work: Path) -> Iterator[tuple[str, str, Path]]:
     """(API URL, token, data dir) of a `normlab serve` started for this run, stopped with Ctrl-C on exit."""
-    from service.processes import http_ok, wait_until
+    from service.processes import http_ok, private_serve_environment, wait_until
 
     data_dir = work / "data"
     data_dir.mkdir()
     ray_temp = Path("/tmp") / f"nl-bench-{uuid.uuid4().hex[:6]}"  # short: Ray's socket paths are limited
     token = "bench-" + uuid.uuid4().hex
-    env = _serve_environment(data_dir, ray_temp, token)
+    env = private_serve_environment(data_dir, ray_temp, api_token=token, ray_cpus=SLOTS)
     api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
     with open(work / "serve.log", "wb") as log:
         process = subprocess.Popen(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -20,7 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-__all__ = ["ManagedProcess", "ProcessStartError", "free_port", "http_ok", "venv_executable", "wait_until"]
+__all__ = [
+    "ManagedProcess",
+    "ProcessStartError",
+    "free_port",
+    "http_ok",
+    "private_serve_environment",
+    "venv_executable",
+    "wait_until",
+]
 
 
 class ProcessStartError(RuntimeError):
@@ -42,6 +51,38 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def private_serve_environment(
+    data_dir: Path, ray_temp: Path, *, api_token: str, ray_cpus: int = 2
+) -> dict[str, str]:
+    """The environment for a `normlab serve` that shares nothing with another one on this machine: its own
+    data dir and Ray temp dir, every port free on loopback, the cluster addresses unset so it starts its own
+    (end-to-end tests and the orchestration benchmark run beside a user's stack)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
+    }
+    # Below Linux's ephemeral range (32768+), where free_port() picks the other ports.
+    worker_base = random.randint(20000, 32000)
+    env.update(
+        {
+            "NORMLAB_DATA_DIR": str(data_dir),
+            "NORMLAB_API_PORT": str(free_port()),
+            "NORMLAB_MLFLOW_PORT": str(free_port()),
+            "NORMLAB_RAY_GCS_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
+            "NORMLAB_RAY_CLIENT_SERVER_PORT": str(free_port()),
+            "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
+            "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
+            "NORMLAB_RAY_NUM_CPUS": str(ray_cpus),
+            "NORMLAB_RAY_TEMP_DIR": str(ray_temp),
+            "NORMLAB_API_TOKEN": api_token,
+            "NORMLAB_POLL_INTERVAL_S": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
 
 
 def http_ok(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> bool:

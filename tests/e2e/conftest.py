@@ -4,7 +4,6 @@ Ray head with token auth, API), on free loopback ports, in a throwaway data dir.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.processes import free_port, http_ok, wait_until
+from service.processes import http_ok, private_serve_environment, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 API_TOKEN = "e2e-" + uuid.uuid4().hex
@@ -51,30 +50,7 @@ class RunningService:
 
 
 def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
-    }
-    # Below Linux's ephemeral range (32768+), where free_port() picks the other ports.
-    worker_base = random.randint(20000, 32000)
-    env.update(
-        {
-            "NORMLAB_DATA_DIR": str(data_dir),
-            "NORMLAB_API_PORT": str(free_port()),
-            "NORMLAB_MLFLOW_PORT": str(free_port()),
-            "NORMLAB_RAY_GCS_PORT": str(free_port()),
-            "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
-            "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
-            "NORMLAB_RAY_CLIENT_SERVER_PORT": str(free_port()),
-            "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
-            "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
-            "NORMLAB_RAY_NUM_CPUS": "2",
-            "NORMLAB_RAY_TEMP_DIR": str(ray_temp),
-            "NORMLAB_API_TOKEN": API_TOKEN,
-            "NORMLAB_POLL_INTERVAL_S": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
+    return private_serve_environment(data_dir, ray_temp, api_token=API_TOKEN)
 
 
 def start_serve(env: dict[str, str], log_path: Path) -> subprocess.Popen:
