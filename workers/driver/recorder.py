@@ -18,7 +18,7 @@ from workers.driver.trial_keys import flatten_trial_config, trial_key_for
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
 
-__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics"]
+__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics", "tune_bookkeeping_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,16 @@ def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def reported_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
-    """The finite numbers the trial itself reported: Tune's bookkeeping (timestamps, pid, iteration) left out."""
+def tune_bookkeeping_keys() -> frozenset[str]:
+    """Result keys Tune adds to what a trial reports (timestamps, pid, iteration, done, ...)."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    bookkeeping = set(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+    return frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+
+
+def reported_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
+    """The finite numbers the trial itself reported: Tune's bookkeeping (timestamps, pid, iteration) left out."""
+    bookkeeping = tune_bookkeeping_keys()
     return {k: v for k, v in numeric_metrics(result).items() if k not in bookkeeping}
 
 

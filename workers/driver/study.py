@@ -37,7 +37,7 @@ from service.store import (
 from studies.spec import StudySpec
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
-from workers.driver.recorder import TrialRecorder
+from workers.driver.recorder import TrialRecorder, tune_bookkeeping_keys
 from workers.driver.search_space import has_searchable_knobs, to_tune_space
 from workers.driver.trainable_entry import study_trial
 from workers.driver.trial_keys import VARIANT_KEY, flatten_trial_config, trial_key_for
@@ -329,9 +329,9 @@ def _reported_history(frame) -> list[dict[str, float]]:
     """Per-epoch rows of what the trial itself reported: Tune's bookkeeping columns and NaN padding dropped."""
     if frame is None:
         return []
-    from ray.tune.result import AUTO_RESULT_KEYS, CONFIG_PREFIX
+    from ray.tune.result import CONFIG_PREFIX
 
-    bookkeeping = set(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+    bookkeeping = tune_bookkeeping_keys()
     rows = []
     for record in frame.to_dict("records"):
         row = {
