@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from service.results_evidence import RESULT_PHASES, results_evidence
-from service.store import get_study, list_trials
+from service.store import TrialView, get_study, list_trials
 from studies.evidence import Evidence
 from studies.spec import DATASET_METRICS, StudySpec
 from studies.tables import ResultsTable, TrialRecord, build_results_table
 from studies.tables.dataset_notes import dataset_note
 
-__all__ = ["StudyResults", "planned_seeds", "study_results"]
+__all__ = ["StudyResults", "planned_seeds", "study_results", "trial_records"]
 
 
 @dataclass(frozen=True)
@@ -33,19 +33,7 @@ def study_results(session: Session, *, study_id: str, confidence: float = 0.95) 
         return None
     spec = StudySpec.model_validate(study.spec)
     metric, higher_is_better = DATASET_METRICS[study.dataset]
-    records = [
-        TrialRecord(
-            study_id=t.study_id,
-            method=t.method,
-            seed=t.seed,
-            value=t.metric_value,
-            status=t.status,
-            mlflow_run_id=t.mlflow_run_id,
-            group=t.group,
-        )
-        for t in trials
-        if t.seed is not None
-    ]
+    records = trial_records(trials)
     table = build_results_table(
         records,
         dataset=study.dataset,
@@ -66,6 +54,31 @@ def study_results(session: Session, *, study_id: str, confidence: float = 0.95) 
         confidence=confidence,
     )
     return StudyResults(table=table, evidence=evidence)
+
+
+def trial_records(trials: Sequence[TrialView], metric: str | None = None) -> list[TrialRecord]:
+    """The statistics' view of stored trials: each seeded trial's primary metric value, or the stored
+    metric named `metric` (None when that trial did not report it as a number)."""
+    return [
+        TrialRecord(
+            study_id=t.study_id,
+            method=t.method,
+            seed=t.seed,
+            value=_value(t, metric),
+            status=t.status,
+            mlflow_run_id=t.mlflow_run_id,
+            group=t.group,
+        )
+        for t in trials
+        if t.seed is not None
+    ]
+
+
+def _value(trial: TrialView, metric: str | None) -> float | None:
+    if metric is None:
+        return trial.metric_value
+    value = trial.metrics.get(metric)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def planned_seeds(specs: Sequence[StudySpec]) -> dict[str, list[int]]:

@@ -11,8 +11,8 @@ from service.errors import NoResultsError, UnknownDatasetError, error_responses
 from service.results_evidence import results_evidence
 from service.routes.sessions import ReadSessionDep
 from service.routes.text import StorableText
-from service.store import Phase, StudyView, TrialView, get_study, list_studies, list_trials
-from service.study_results import planned_seeds
+from service.store import Phase, StudyView, get_study, list_studies, list_trials
+from service.study_results import planned_seeds, trial_records
 from studies.spec import DATASET_METRICS, StudySpec
 
 __all__ = ["router"]
@@ -59,7 +59,6 @@ def read_results(
 ) -> Response:
     from studies.tables.build import build_results_table
     from studies.tables.dataset_notes import dataset_note
-    from studies.tables.records import TrialRecord
     from studies.tables.render_html import to_html
 
     if dataset not in DATASET_METRICS:
@@ -75,19 +74,7 @@ def read_results(
             + ": submit a study (POST /studies) and wait for its final phase"
         )
     metric_name, higher_is_better = _metric(dataset, metric)
-    records = [
-        TrialRecord(
-            study_id=t.study_id,
-            method=t.method,
-            seed=t.seed,
-            value=_value(t, metric),
-            status=t.status,
-            mlflow_run_id=t.mlflow_run_id,
-            group=t.group,
-        )
-        for t in trials
-        if t.seed is not None
-    ]
+    records = trial_records(trials, metric)
     specs = [StudySpec.model_validate(s.spec) for s in studies]
     table = build_results_table(
         records,
@@ -149,10 +136,3 @@ def _metric(dataset: str, metric: str | None) -> tuple[str, bool]:
     if "acc" in lowered:
         return metric, True
     return metric, higher_is_better
-
-
-def _value(trial: TrialView, metric: str | None) -> float | None:
-    if metric is None:
-        return trial.metric_value
-    value = trial.metrics.get(metric)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
