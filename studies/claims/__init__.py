@@ -46,7 +46,6 @@ from studies.claims.verdicts import (
 from studies.claims.width_threshold import WidthThresholdCheck
 
 __all__ = [
-    "CHECK_TYPES",
     "CONTRADICTED",
     "INCONCLUSIVE",
     "PRIMARY",
@@ -81,16 +80,6 @@ Check = Annotated[
     | TrendCheck,
     Field(discriminator="type"),
 ]
-CHECK_TYPES: tuple[str, ...] = (
-    "difference",
-    "ordering",
-    "sweep",
-    "gate_pattern",
-    "rank_vs_depth",
-    "mean_spike",
-    "width_threshold",
-    "trend",
-)
 _ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)
 
 
