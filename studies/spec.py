@@ -472,11 +472,43 @@ class DataOptions(_Strict):
         return {key: list(values) for key, values in options.items() if values is not None}
 
 
+MAX_SEEDS_PER_TRIAL = 64
+
+
 class Resources(_Strict):
-    """Resources Ray reserves for one trial; gpu is a fraction so small trials can share a device."""
+    """Resources Ray reserves for one trial, and how many seeds one trial trains at once.
+
+    gpu: a fraction, so small trials share a device; "auto" (the default) is 0 on a cluster without GPUs
+    and otherwise the share that one trial's measured peak memory leaves room for (the driver measures a
+    trial on a GPU node before the study starts). seeds_per_trial: final and grid seeds trained together in
+    one trial process, stacked (each seed keeps its own init, data order, row, MLflow run and checkpoint);
+    "auto" is 1 on CPU and with budget.compile, else up to 8.
+    """
 
     cpu: float = Field(1.0, gt=0, le=256)
-    gpu: float = Field(0.0, ge=0, le=1)
+    gpu: float | Literal["auto"] = Field("auto")
+    seeds_per_trial: int | Literal["auto"] = Field("auto")
+
+    # "before" validators: one clear message at the field's own path instead of one error per union branch.
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu_fraction(cls, gpu: Any) -> Any:
+        if gpu == "auto":
+            return gpu
+        if isinstance(gpu, bool) or not isinstance(gpu, (int, float)) or not 0 <= gpu <= 1:
+            raise ValueError(f"gpu must be a fraction in [0, 1] or 'auto', got {gpu!r}")
+        return float(gpu)
+
+    @field_validator("seeds_per_trial", mode="before")
+    @classmethod
+    def _seed_batch_size(cls, k: Any) -> Any:
+        if k == "auto":
+            return k
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEEDS_PER_TRIAL:
+            raise ValueError(
+                f"seeds_per_trial must be 'auto' or an integer in [1, {MAX_SEEDS_PER_TRIAL}], got {k!r}"
+            )
+        return k
 
 
 @dataclass(frozen=True)
@@ -725,6 +757,15 @@ class StudySpec(_Strict):
         self._check_freeze_schedule(fail)
 
         self._check_data_options(fail)
+        k = self.resources.seeds_per_trial
+        if isinstance(k, int) and k > 1 and self.budget.compile != "none":
+            fail(
+                ("resources", "seeds_per_trial"),
+                "seed_batch_with_compile",
+                f"seeds_per_trial {k} stacks seeds under torch.func, which budget.compile "
+                f"'{self.budget.compile}' cannot compile; set seeds_per_trial: 1 or budget.compile: none",
+                k,
+            )
 
         limits = (info.context or {}).get("limits") if info.context else None
         if not errors and limits is not None:

@@ -18,14 +18,24 @@ from typing import Any
 
 import torch
 
+from workers.driver.trial_keys import PER_SEED_KEY
 from workers.tracking import TrialTracker, tracker_from_trial_config
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
 
-__all__ = ["train_trial", "trial_device", "trial_num_threads"]
+__all__ = [
+    "seed_batch_result",
+    "train_seed_batch_trial",
+    "train_trial",
+    "trial_device",
+    "trial_num_threads",
+]
 
 
 def train_trial(config: dict[str, Any]) -> None:
     """Ray Tune function trainable (see module docstring); `config` follows the trial config contract."""
+    if len(config.get("seed_trial_keys") or {}) > 1:
+        train_seed_batch_trial(config)
+        return
     from ray import tune
 
     device = trial_device()
@@ -64,6 +74,81 @@ def train_trial(config: dict[str, Any]) -> None:
         _close(tracker, "FINISHED")
     finally:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def train_seed_batch_trial(config: dict[str, Any]) -> None:
+    """A Tune trial that trains several seeds of one configuration together (resources.seeds_per_trial).
+
+    Each seed keeps its own MLflow run (its single-seed trial key), its own checkpoint file inside the
+    trial's checkpoint directory, and its own metrics: Tune gets them under `per_seed` (seed -> that seed's
+    report), beside their across-seed mean at the top level, which only Tune's progress display reads.
+    """
+    from ray import tune
+
+    from workers.training.seed_batch import run_seed_batch, seed_checkpoint_path
+
+    keys = {int(seed): str(key) for seed, key in config["seed_trial_keys"].items()}
+    seeds = list(keys)
+    single = {k: v for k, v in config.items() if k not in ("seeds", "seed_trial_keys")}
+    cfg = TrainConfig.from_trial_config(
+        {**single, "seed": seeds[0]}, device=trial_device(), num_threads=trial_num_threads()
+    )
+    checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
+    trackers: dict[int, TrialTracker] = {}
+    try:
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            with restored.as_directory() as restored_dir:
+                shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
+        for seed, key in keys.items():
+            tracker = tracker_from_trial_config({**single, "seed": seed, "trial_key": key})
+            if tracker is None:
+                continue
+            trackers[seed] = tracker
+            tracker.start(resolve_timeout_s=0)
+            state = load_checkpoint(seed_checkpoint_path(checkpoint_dir, seed)) if restored else None
+            if state is not None:
+                tracker.backfill(state["history"])
+
+        def report(per_seed: list[dict[str, Any]], epoch_checkpoint: Path | None) -> None:
+            for seed, metrics in zip(seeds, per_seed, strict=True):
+                if seed in trackers:
+                    trackers[seed].log_metrics(metrics, step=int(metrics["epoch"]))
+            _report_to_tune(seed_batch_result(seeds, per_seed), epoch_checkpoint)
+
+        run_seed_batch(cfg, seeds, checkpoint_dir=checkpoint_dir, resume=True, report=report)
+    except SystemExit as stop:
+        _close_all(trackers, "FINISHED" if not stop.code else "FAILED")
+        raise
+    except BaseException:
+        _close_all(trackers, "FAILED")
+        raise
+    else:
+        _close_all(trackers, "FINISHED")
+    finally:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def seed_batch_result(seeds: list[int], per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """One Tune result for a seed batch: every seed's own report under `per_seed` ({"3": {...}}), and at
+    the top level the epoch and the across-seed mean of each number every seed reported."""
+    shared = set.intersection(*(set(metrics) for metrics in per_seed))
+    mean = {
+        key: sum(float(metrics[key]) for metrics in per_seed) / len(per_seed)
+        for key in sorted(shared)
+        if all(_is_number(metrics[key]) for metrics in per_seed)
+    }
+    mean["epoch"] = int(per_seed[0]["epoch"])
+    return {**mean, PER_SEED_KEY: {str(seed): dict(m) for seed, m in zip(seeds, per_seed, strict=True)}}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _close_all(trackers: dict[int, TrialTracker], status: str) -> None:
+    for tracker in trackers.values():
+        tracker.close(status)
 
 
 def _report_to_tune(metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:

@@ -47,7 +47,8 @@ def errors(context=None, **changes) -> dict[tuple, str]:
 def test_a_minimal_spec_gets_documented_defaults():
     s = StudySpec.model_validate({"name": "m", "dataset": "digits", "methods": ["dyt"]})
     assert s.kind == "compare" and s.seeds == [0, 1, 2] and s.split_seed == 0
-    assert s.scheduler.type == "none" and s.resources.cpu == 1 and s.resources.gpu == 0
+    assert s.scheduler.type == "none" and s.resources.cpu == 1
+    assert s.resources.gpu == "auto" and s.resources.seeds_per_trial == "auto"  # resolved by the driver
     assert s.num_samples_for("dyt") == DEFAULT_NUM_SAMPLES
     assert s.model.preset is None  # the dataset's default backbone
 
@@ -265,7 +266,17 @@ def test_budget_scheduler_and_resources_are_bounded():
     too_long_grace = errors(scheduler={"type": "asha", "grace_period": 13})
     assert "exceeds the 12 epochs" in too_long_grace[("scheduler", "grace_period")]
     assert ("resources", "gpu") in errors(resources={"gpu": 2})
+    assert ("resources", "gpu") in errors(resources={"gpu": "half"})
     assert ("resources", "cpu") in errors(resources={"cpu": 0})
+    assert "in [1, 64]" in errors(resources={"seeds_per_trial": 0})[("resources", "seeds_per_trial")]
+    assert ("resources", "seeds_per_trial") in errors(resources={"seeds_per_trial": 65})
+
+
+def test_seed_batches_cannot_be_compiled_and_say_which_to_change():
+    message = errors(resources={"seeds_per_trial": 4}, budget={"compile": "reduce-overhead"})
+    assert "set seeds_per_trial: 1 or budget.compile: none" in message[("resources", "seeds_per_trial")]
+    compiled_auto = StudySpec.model_validate({**BASE, "budget": {"epochs": 12, "compile": "default"}})
+    assert compiled_auto.resources.seeds_per_trial == "auto"  # auto resolves to 1 under compile
     assert ("max_failures",) in errors(max_failures=-1)
 
 

@@ -14,11 +14,11 @@ from ray.tune import Callback
 from sqlalchemy.engine import Engine
 
 from service.store import make_engine, record_trial, record_trial_epoch, session_scope
-from workers.driver.trial_keys import flatten_trial_config, trial_key_for
+from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
 
-__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics", "tune_bookkeeping_keys"]
+__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics", "seed_results", "tune_bookkeeping_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,29 @@ def tune_bookkeeping_keys() -> frozenset[str]:
     from ray.tune.result import AUTO_RESULT_KEYS
 
     return frozenset(AUTO_RESULT_KEYS) | {"done", "trial_id", "should_checkpoint"}
+
+
+def seed_results(
+    config: Mapping[str, Any], tune_trial_id: str, result: Mapping[str, Any] | None
+) -> list[tuple[int, str, Mapping[str, Any]]]:
+    """(seed, that seed's trial key, that seed's part of `result`) for every seed of a Tune trial: the
+    whole result for a single-seed trial; a seed batch's `per_seed` entry (nested, or flattened by Tune
+    as `per_seed/<seed>/<metric>`) for each of its seeds."""
+    keys = seed_trial_keys(config, tune_trial_id)
+    if len(keys) == 1:
+        ((seed, key),) = keys.items()
+        return [(seed, key, result or {})]
+    result = result or {}
+    nested = result.get(PER_SEED_KEY)
+    out = []
+    for seed, key in keys.items():
+        if isinstance(nested, Mapping):
+            part = nested.get(str(seed)) or {}
+        else:
+            prefix = f"{PER_SEED_KEY}/{seed}/"
+            part = {k[len(prefix) :]: v for k, v in result.items() if k.startswith(prefix)}
+        out.append((seed, key, part))
+    return out
 
 
 def reported_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
@@ -99,18 +122,18 @@ class TrialRecorder(Callback):
         if isinstance(epoch, bool) or not isinstance(epoch, numbers.Real) or not float(epoch).is_integer():
             return  # not an epoch report of the training loop (nothing else reports, but stay safe)
         config = flatten_trial_config(trial.config)
-        key = trial_key_for(config, trial.trial_id)
-        try:
-            with session_scope(self.engine) as session:
-                record_trial_epoch(
-                    session,
-                    study_id=config["study_id"],
-                    trial_key=key,
-                    epoch=int(epoch),
-                    metrics=reported_metrics(result),
-                )
-        except Exception:  # a locked DB loses one epoch row, never the sweep
-            log.exception("could not record epoch %s of trial %s", epoch, key)
+        for _, key, seed_result in seed_results(config, trial.trial_id, result):
+            try:
+                with session_scope(self.engine) as session:
+                    record_trial_epoch(
+                        session,
+                        study_id=config["study_id"],
+                        trial_key=key,
+                        epoch=int(epoch),
+                        metrics=reported_metrics(seed_result),
+                    )
+            except Exception:  # a locked DB loses one epoch row, never the sweep
+                log.exception("could not record epoch %s of trial %s", epoch, key)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._record(trial, status="succeeded", error=None)
@@ -123,32 +146,35 @@ class TrialRecorder(Callback):
 
     def _record(self, trial, *, status: str, error: str | None) -> None:
         config = flatten_trial_config(trial.config)
-        key = trial_key_for(config, trial.trial_id)
-        metrics = numeric_metrics(trial.last_result)
         metric_key = self._metric_key(config["phase"])
-        value = metrics.get(metric_key) if status == "succeeded" else None
-        if status == "succeeded" and value is None:
-            status, error = "failed", f"trial finished without reporting {metric_key}"
-        scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
-        try:
-            with session_scope(self.engine) as session:
-                record_trial(
-                    session,
-                    study_id=config["study_id"],
-                    trial_key=key,
-                    phase=config["phase"],
-                    method=config["method"],
-                    config=scientific,
-                    seed=int(config["seed"]),
-                    status=status,
-                    metrics=metrics,
-                    metric_value=value,
-                    mlflow_run_id=self._mlflow_run_id(key) if status != "running" else None,
-                    error=error,
-                    group=config.get("group"),
-                )
-        except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
-            log.exception("could not record trial %s", key)
+        # A seed-batched trial is one row per seed, each keyed and valued as its single-seed trial would be.
+        for seed, key, seed_result in seed_results(config, trial.trial_id, trial.last_result):
+            metrics = numeric_metrics(seed_result)
+            value = metrics.get(metric_key) if status == "succeeded" else None
+            seed_status, seed_error = status, error
+            if status == "succeeded" and value is None:
+                seed_status, seed_error = "failed", f"trial finished without reporting {metric_key}"
+            scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
+            scientific["seed"] = seed
+            try:
+                with session_scope(self.engine) as session:
+                    record_trial(
+                        session,
+                        study_id=config["study_id"],
+                        trial_key=key,
+                        phase=config["phase"],
+                        method=config["method"],
+                        config=scientific,
+                        seed=seed,
+                        status=seed_status,
+                        metrics=metrics,
+                        metric_value=value,
+                        mlflow_run_id=self._mlflow_run_id(key) if seed_status != "running" else None,
+                        error=seed_error,
+                        group=config.get("group"),
+                    )
+            except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
+                log.exception("could not record trial %s", key)
 
     def _metric_key(self, phase: str) -> str:
         return self.metric_key if isinstance(self.metric_key, str) else self.metric_key[phase]

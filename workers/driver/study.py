@@ -37,10 +37,12 @@ from service.store import (
 from studies.spec import StudySpec
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
-from workers.driver.recorder import TrialRecorder, tune_bookkeeping_keys
+from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
 from workers.driver.search_space import has_searchable_knobs, to_tune_space
 from workers.driver.trainable_entry import study_trial
-from workers.driver.trial_keys import VARIANT_KEY, flatten_trial_config, trial_key_for
+from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY, flatten_trial_config
+from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
+from workers.training.config import ORCHESTRATION_KEYS
 
 __all__ = ["DriverContext", "concurrent_trials", "run_study"]
 
@@ -122,7 +124,6 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             mlflow_experiment_id=parent.experiment_id,
             mlflow_parent_run_id=parent.run_id,
         )
-    check_cluster_fits(spec)
     metric = dataset_metric(spec.dataset)
     base = {
         "study_id": study_id,
@@ -140,20 +141,24 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "mlflow_experiment_id": parent.experiment_id,
         "mlflow_parent_run_id": parent.run_id,
     }
+    plan = plan_study_trials(spec, base)
+    log.info("study %s: %s", study_id, plan.describe())
+    record_trial_plan(client, parent.run_id, plan)
+    check_cluster_fits(plan)
     status = "FINISHED"
     try:
         if spec.kind == "grid":
             variants = [
-                {"method": m, "group": point.label, "knobs": dict(point.knobs), "seed": seed}
+                {"method": m, "group": point.label, "knobs": dict(point.knobs), **seed_fields(batch)}
                 for m in spec.methods
                 for point in spec.grid_points(m)
-                for seed in spec.seeds
+                for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
             ]
             _run_variants(
-                spec, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
+                spec, plan, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
             )
         else:
-            _run_compare(spec, ctx, base, metric=metric, client=client, parent=parent)
+            _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
     except (KeyboardInterrupt, SystemExit):
         status = "KILLED"  # Ray stopped the job (cancel) or the driver was interrupted
         raise
@@ -186,9 +191,9 @@ def _with_retries(action, *, what: str, attempts: int = 6, first_delay_s: float 
             delay *= 2
 
 
-def check_cluster_fits(spec: StudySpec) -> None:
+def check_cluster_fits(plan: TrialPlan) -> None:
     """Fail at once, with the fix, when no node can hold one trial (Tune would wait forever)."""
-    need = {"CPU": spec.resources.cpu, "GPU": spec.resources.gpu}
+    need = {"CPU": plan.cpu, "GPU": plan.gpu}
     nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
     if any(all(have.get(k, 0.0) >= v for k, v in need.items() if v > 0) for have in nodes):
         return
@@ -200,12 +205,86 @@ def check_cluster_fits(spec: StudySpec) -> None:
     )
 
 
-def _trainable(spec: StudySpec):
+def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
+    """The study's TrialPlan (workers.driver.trial_plan), measuring a trial on a GPU node when `gpu` is auto."""
+
+    def measure_peak(seeds_per_trial: int) -> tuple[int, int]:
+        probes = probe_trial_configs(spec, base, seeds_per_trial)
+        log.info("measuring the GPU memory of %d probe trial(s) for resources.gpu: auto", len(probes))
+        task = ray.remote(num_gpus=1, num_cpus=spec.resources.cpu)(measure_probe_memory)
+        peaks = ray.get([task.remote(config) for config in probes])
+        return max(peak for peak, _ in peaks), min(device for _, device in peaks)
+
+    return plan_trials(
+        cpu=spec.resources.cpu,
+        gpu=spec.resources.gpu,
+        seeds_per_trial=spec.resources.seeds_per_trial,
+        compile_mode=spec.budget.compile,
+        num_seeds=len(spec.seeds),
+        cluster_gpus=float(ray.cluster_resources().get("GPU", 0.0)),
+        measure_peak=measure_peak,
+    )
+
+
+def probe_trial_configs(spec: StudySpec, base: dict[str, Any], seeds_per_trial: int) -> list[dict[str, Any]]:
+    """One trial config per method, final phase, with its largest `width_expansion` (the one knob that
+    grows the model), for the memory probe; the other knobs keep their defaults."""
+    seeds = spec.seeds[: max(1, seeds_per_trial)]
+    configs = []
+    for method in spec.methods:
+        widths = [
+            value
+            for value in _knob_values(spec.search_space_for(method).get("width_expansion"))
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
+        knobs = {"width_expansion": max(widths)} if widths else {}
+        configs.append(
+            {**base, "phase": "final", "eval_split": "val", "method": method, "knobs": knobs, "seed": seeds[0],
+             "seeds": seeds}
+        )  # fmt: skip
+    return configs
+
+
+def _knob_values(distribution: Any) -> list[Any]:
+    if distribution is None:
+        return []
+    for attribute in ("values", "value"):
+        if hasattr(distribution, attribute):
+            value = getattr(distribution, attribute)
+            return list(value) if isinstance(value, list) else [value]
+    return [distribution.low, distribution.high]
+
+
+def measure_probe_memory(config: dict[str, Any]) -> tuple[int, int]:
+    """Runs on a GPU node (a Ray task): (peak bytes, device bytes) of a few steps of the probe trial."""
+    from workers.training import TrainConfig
+    from workers.training.memory_probe import measure_trial_memory
+
+    seeds = [int(s) for s in config["seeds"]]
+    single = {k: v for k, v in config.items() if k not in ORCHESTRATION_KEYS}
+    memory = measure_trial_memory(TrainConfig.from_trial_config(single, device="cuda"), seeds)
+    return memory.peak_bytes, memory.device_bytes
+
+
+def record_trial_plan(client: MlflowClient, parent_run_id: str, plan: TrialPlan) -> None:
+    """The resolved resources on the study's MLflow parent run (best-effort: tracking never fails a study)."""
+    try:
+        client.set_tag(parent_run_id, "normlab.trial_plan", plan.describe())
+    except Exception as exc:
+        log.warning("could not tag the MLflow parent run with the trial plan: %s", exc)
+
+
+def seed_fields(batch: list[int]) -> dict[str, Any]:
+    """A final or grid trial's seed fields: `seed`, plus `seeds` when the trial trains a seed batch."""
+    return {"seed": batch[0], SEEDS_KEY: list(batch)} if len(batch) > 1 else {"seed": batch[0]}
+
+
+def _trainable(plan: TrialPlan):
     """Every trial of a study asks for the same resources, so Tune (reuse_actors=True in every TuneConfig)
     runs the next trial in the process the last one finished in: its imports, loaded datasets (memoised per
     process by workers.data.get_dataset) and warmed-up torch stay, and a trial starts in ~0.1 s instead of
     the ~6 s of a fresh process on 2 CPU cores (benchmarks/bench_orchestration.py)."""
-    return tune.with_resources(study_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+    return tune.with_resources(study_trial, {"cpu": plan.cpu, "gpu": plan.gpu})
 
 
 def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
@@ -219,7 +298,7 @@ def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
 
 
 def _run_compare(
-    spec: StudySpec, ctx: DriverContext, base: dict[str, Any], *, metric, client, parent
+    spec: StudySpec, plan: TrialPlan, ctx: DriverContext, base: dict[str, Any], *, metric, client, parent
 ) -> None:
     """Phase 1 (tune) and phase 2 (final) in ONE Tune experiment (workers.driver.method_search): each method
     is tuned by its own seeded TPE sampler on the tune seed (ASHA rungs per method), and once its tuning
@@ -235,7 +314,10 @@ def _run_compare(
         num_samples={m: spec.num_samples_for(m) for m in tuned},
         fixed_knobs={m: {k: d.value for k, d in spaces[m].items()} for m in spec.methods if m not in tuned},
         tune_config={"phase": "tune", "seed": spec.tune_seed, "eval_split": "val"},
-        final_configs=[{"phase": "final", "seed": seed, "eval_split": "test"} for seed in spec.seeds],
+        final_configs=[
+            {"phase": "final", **seed_fields(batch), "eval_split": "test"}
+            for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
+        ],
         metric="objective",
         mode=metric.mode,
         make_sampler=lambda: optuna.samplers.TPESampler(seed=spec.tune_seed),
@@ -256,7 +338,7 @@ def _run_compare(
     name = "study"
     tuner = _tuner(
         ctx.results_dir / name,
-        _trainable(spec),
+        _trainable(plan),
         param_space=dict(base),
         tune_config=tune.TuneConfig(
             metric="objective",
@@ -266,7 +348,7 @@ def _run_compare(
             scheduler=scheduler,
             # As many trials in flight as the cluster runs at once: every slot's process starts together,
             # and TPE still learns from finished trials (Tune's default with a searcher is one pending trial).
-            max_concurrent_trials=concurrent_trials(spec),
+            max_concurrent_trials=concurrent_trials(plan),
             reuse_actors=True,
         ),
         run_config=_run_config(
@@ -276,26 +358,28 @@ def _run_compare(
     _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id)
 
 
-def concurrent_trials(spec: StudySpec) -> int | None:
+def concurrent_trials(plan: TrialPlan) -> int | None:
     """Trials the cluster runs at once at the spec's per-trial resources (None when Ray is not up)."""
     if not ray.is_initialized():
         return None
     total = ray.cluster_resources()
     fits = [
         math.floor(total.get(k, 0.0) / need + 1e-9)  # 0.3 / 0.1 is 2.999...: three trials fit
-        for k, need in (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu))
+        for k, need in (("CPU", plan.cpu), ("GPU", plan.gpu))
         if need > 0
     ]
     return max(1, min(fits)) if fits else None
 
 
-def _run_variants(spec, ctx, base, variants, *, phase: str, metric, client, parent) -> None:
+def _run_variants(
+    spec: StudySpec, plan: TrialPlan, ctx, base, variants, *, phase: str, metric, client, parent
+) -> None:
     """Final or grid phase: every variant (method, knobs, seed[, group]) runs to the end on the test split."""
     param_space = {**base, "phase": phase, "eval_split": "test", VARIANT_KEY: tune.grid_search(variants)}
     name = f"{phase}"
     tuner = _tuner(
         ctx.results_dir / name,
-        _trainable(spec),
+        _trainable(plan),
         param_space=param_space,
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
@@ -315,14 +399,22 @@ def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> 
         trial_id = (result.metrics or {}).get("trial_id")
         if not trial_id or result.config is None:
             continue
-        key = trial_key_for(flatten_trial_config(result.config), trial_id)
-        history = _reported_history(result.metrics_dataframe)
-        try:
-            finalize_trial_run(
-                client, experiment_id, key, history=history, status="FAILED" if result.error else "FINISHED"
-            )
-        except Exception as exc:  # a tracking outage must not fail a study whose results are in the DB
-            log.warning("could not finalize the MLflow run of %s: %s", key, exc)
+        config = flatten_trial_config(result.config)
+        rows = _reported_history(result.metrics_dataframe)
+        # A seed batch closes one run per seed, each from its own columns (per_seed/<seed>/<metric>).
+        per_row = [seed_results(config, trial_id, row) for row in rows]
+        for index, (seed, key, _) in enumerate(seed_results(config, trial_id, {})):
+            history = [dict(parts[index][2]) for parts in per_row]
+            try:
+                finalize_trial_run(
+                    client,
+                    experiment_id,
+                    key,
+                    history=history,
+                    status="FAILED" if result.error else "FINISHED",
+                )
+            except Exception as exc:  # a tracking outage must not fail a study whose results are in the DB
+                log.warning("could not finalize the MLflow run of %s (seed %s): %s", key, seed, exc)
 
 
 def _reported_history(frame) -> list[dict[str, float]]:

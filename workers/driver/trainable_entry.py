@@ -7,7 +7,7 @@ from typing import Any
 
 from ray import tune
 
-from workers.driver.trial_keys import flatten_trial_config, trial_key_for
+from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config, seed_trial_keys, trial_key_for
 
 __all__ = ["REUSE_WAIT_S", "study_trial"]
 
@@ -26,7 +26,10 @@ def study_trial(config: dict[str, Any]) -> None:
 
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(REUSE_WAIT_S))
     flat = flatten_trial_config(config)
-    flat["trial_key"] = trial_key_for(flat, tune.get_context().get_trial_id())
+    trial_id = tune.get_context().get_trial_id()
+    flat["trial_key"] = trial_key_for(flat, trial_id)
+    if SEEDS_KEY in flat:
+        flat["seed_trial_keys"] = seed_trial_keys(flat, trial_id)
     for key in _DRIVER_ONLY_KEYS:
         flat.pop(key, None)
     train_trial(flat)

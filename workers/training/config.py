@@ -29,6 +29,9 @@ ORCHESTRATION_KEYS = frozenset(
         "mlflow_tracking_uri",
         "mlflow_experiment_id",
         "mlflow_parent_run_id",
+        # A seed-batched trial: the seeds it trains together and each one's own trial key.
+        "seeds",
+        "seed_trial_keys",
     }
 )
 

@@ -26,7 +26,8 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from workers.training.augment import build_augmenter
 from workers.training.batches import iterate_batches
+from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from workers.training.config import TrainConfig, model_config
 from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, layer_entropies
@@ -51,7 +53,45 @@ from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
 from workers.training.stacked import StackedModels
 
-__all__ = ["SeedBatchedRun"]
+__all__ = ["SeedBatchReportFn", "SeedBatchedRun", "run_seed_batch", "seed_checkpoint_path"]
+
+# (one metrics dict per seed in `seeds` order, the directory holding that epoch's checkpoints or None)
+SeedBatchReportFn = Callable[[list[dict[str, Any]], "Path | None"], None]
+
+
+def seed_checkpoint_path(checkpoint_dir: Path | str, seed: int) -> Path:
+    """Where a seed batch keeps seed `seed`'s checkpoint: a single-seed TrainingRun checkpoint file."""
+    return Path(checkpoint_dir) / f"seed{seed}" / CHECKPOINT_FILE
+
+
+def run_seed_batch(
+    cfg: TrainConfig,
+    seeds: Sequence[int],
+    *,
+    checkpoint_dir: Path | str,
+    resume: bool = True,
+    report: SeedBatchReportFn | None = None,
+) -> list[dict[str, Any]]:
+    """`run_training` for k seeds trained together: epoch 0, then every epoch's metrics per seed, each epoch
+    checkpointed as one TrainingRun-compatible file per seed (`seed_checkpoint_path`) before `report`.
+    With `resume` and checkpoints of every seed present, training continues after their epoch. Returns
+    each seed's last metrics."""
+    run = SeedBatchedRun(cfg, seeds)
+    paths = [seed_checkpoint_path(checkpoint_dir, seed) for seed in run.seeds]
+    states = [load_checkpoint(path) for path in paths] if resume else []
+    if states and all(state is not None for state in states):
+        run.load_state_dict(states)  # type: ignore[arg-type]  # none is None here
+    else:
+        reports = run.initial_report()
+        if report is not None:
+            report(reports, None)
+    while run.epoch < cfg.epochs:
+        reports = run.train_one_epoch()
+        for path, state in zip(paths, run.state_dict(), strict=True):
+            save_checkpoint(path, state)
+        if report is not None:
+            report(reports, Path(checkpoint_dir))
+    return [dict(history[-1]) for history in run.histories]
 
 
 class SeedBatchedRun:

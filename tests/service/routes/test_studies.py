@@ -389,7 +389,7 @@ def test_unknown_study_ids_are_404(client, method, path):
         ({"budget": {"epochs": 51}}, ("body", "budget", "epochs"), "at most 50"),
         ({"seeds": [0, 1, 2, 3, 4, 5]}, ("body", "seeds"), "at most 5"),
         ({"num_samples": 40}, ("body", "num_samples"), "at most 100 per study"),
-        ({"resources": {"gpu": 1.5}}, ("body", "resources", "gpu"), "less than or equal to 1"),
+        ({"resources": {"gpu": 1.5}}, ("body", "resources", "gpu"), "fraction in [0, 1]"),
         ({"nmae": "typo"}, ("body", "nmae"), "Extra inputs are not permitted"),
     ],
 )

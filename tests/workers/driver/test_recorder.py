@@ -18,7 +18,7 @@ from service.store import (
     trial_history,
     upgrade_database,
 )
-from workers.driver.recorder import TrialRecorder, numeric_metrics, reported_metrics
+from workers.driver.recorder import TrialRecorder, numeric_metrics, reported_metrics, seed_results
 
 SPEC = {
     "name": "recorder",
@@ -215,3 +215,52 @@ def test_one_experiment_running_both_phases_records_each_trial_by_its_phases_met
     with session_scope(engine) as session:
         stored = {t.phase: t.metric_value for t in list_trials(session, study_id=study_id)}
     assert stored == {"tune": 0.6, "final": 0.9}
+
+
+def _seed_batch_config(study_id: str, seeds: list[int]) -> dict[str, Any]:
+    config = _final_config(study_id, seed=seeds[0])
+    config["variant"]["seeds"] = seeds
+    return config
+
+
+def test_a_seed_batched_trial_is_stored_as_one_row_per_seed_with_that_seeds_own_metric(database):
+    url, engine, study_id = database
+    result = {
+        "epoch": 1,
+        "test_accuracy": 0.75,  # the across-seed mean: never stored as a trial
+        "per_seed": {"0": {"epoch": 1, "test_accuracy": 0.7}, "1": {"epoch": 1, "test_accuracy": 0.8}},
+    }
+    trial = FakeTrial(_seed_batch_config(study_id, [0, 1]), last_result=result)
+    recorder = _recorder(url)
+    recorder.on_trial_result(0, [], trial, result)
+    recorder.on_trial_complete(0, [], trial)
+    with session_scope(engine) as session:
+        stored = {t.trial_key: t for t in list_trials(session, study_id=study_id)}
+        histories = {key: trial_history(session, study_id=study_id, trial_key=key) for key in stored}
+    assert set(stored) == {f"{study_id}/final/dyt/seed0", f"{study_id}/final/dyt/seed1"}
+    seed0, seed1 = stored[f"{study_id}/final/dyt/seed0"], stored[f"{study_id}/final/dyt/seed1"]
+    assert (seed0.seed, seed0.metric_value, seed1.seed, seed1.metric_value) == (0, 0.7, 1, 0.8)
+    assert seed0.config["seed"] == 0 and seed1.config["seed"] == 1 and "seeds" not in seed1.config
+    assert histories[f"{study_id}/final/dyt/seed1"] == [{"epoch": 1, "test_accuracy": 0.8}]
+
+
+def test_a_seed_batch_reads_each_seeds_part_also_from_tunes_flattened_columns():
+    config = {"study_id": "s", "phase": "final", "method": "dyt", "seed": 3, "seeds": [3, 4]}
+    flat = {"epoch": 2, "per_seed/3/objective": 0.1, "per_seed/4/objective": 0.2, "objective": 0.15}
+    parts = seed_results(config, "t1", flat)
+    assert [(seed, key, dict(part)) for seed, key, part in parts] == [
+        (3, "s/final/dyt/seed3", {"objective": 0.1}),
+        (4, "s/final/dyt/seed4", {"objective": 0.2}),
+    ]
+
+
+def test_a_seed_missing_from_a_batch_result_fails_alone_naming_the_metric(database):
+    url, engine, study_id = database
+    result = {"epoch": 1, "per_seed": {"0": {"epoch": 1, "test_accuracy": 0.7}}}
+    _recorder(url).on_trial_complete(
+        0, [], FakeTrial(_seed_batch_config(study_id, [0, 1]), last_result=result)
+    )
+    with session_scope(engine) as session:
+        stored = {t.seed: t for t in list_trials(session, study_id=study_id)}
+    assert stored[0].status == "succeeded"
+    assert stored[1].status == "failed" and "test_accuracy" in stored[1].error

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workers.driver.trial_keys import flatten_trial_config, trial_key_for
+from workers.driver.trial_keys import flatten_trial_config, seed_trial_keys, trial_key_for, trial_seeds
 
 
 def test_final_trials_are_keyed_by_method_and_seed_not_by_tunes_random_id():
@@ -25,3 +25,17 @@ def test_tuning_trials_use_tunes_trial_id_and_require_it():
 def test_a_variant_is_lifted_to_the_top_of_the_config_and_wins_over_base_keys():
     config = {"study_id": "s1", "phase": "final", "seed": -1, "variant": {"method": "dyt", "seed": 4}}
     assert flatten_trial_config(config) == {"study_id": "s1", "phase": "final", "seed": 4, "method": "dyt"}
+
+
+def test_a_seed_batched_trial_gives_each_seed_the_key_its_single_seed_trial_would_have():
+    batched = {"study_id": "s1", "phase": "final", "method": "dyt", "seed": 3, "seeds": [3, 4]}
+    assert seed_trial_keys(batched, "abc_00001") == {3: "s1/final/dyt/seed3", 4: "s1/final/dyt/seed4"}
+    assert trial_key_for(batched, "abc_00001") == "s1/final/dyt/seeds3+4"
+    single = {"study_id": "s1", "phase": "final", "method": "dyt", "seed": 3}
+    assert seed_trial_keys(single, None) == {3: trial_key_for(single, None)}
+
+
+def test_grid_seed_batches_keep_their_grid_point_in_every_seed_key():
+    config = {"study_id": "s1", "phase": "grid", "method": "dyt", "seed": 0, "seeds": [0, 1], "group": "g=1"}
+    assert trial_seeds(config) == [0, 1]
+    assert seed_trial_keys(config, None) == {0: "s1/grid/dyt/g=1/seed0", 1: "s1/grid/dyt/g=1/seed1"}

@@ -14,6 +14,7 @@ from studies.spec import StudySpec
 from workers.driver import study as driver_study
 from workers.driver import trainable_entry
 from workers.driver.method_search import StudySearch
+from workers.driver.trial_plan import TrialPlan
 
 SPEC = {
     "name": "reuse",
@@ -29,6 +30,7 @@ SPEC = {
     "seeds": [0, 1],
     "budget": {"epochs": 3, "batch_size": 64},
 }
+CPU_PLAN = TrialPlan(cpu=1.0, gpu=0.0, seeds_per_trial=1, gpu_reason="test")
 METRIC = driver_study.MetricInfo(name="accuracy", higher_is_better=True)
 CTX = driver_study.DriverContext(
     engine=None, database_url="sqlite://", mlflow_tracking_uri="http://mlflow.test", results_dir=Path("/r")
@@ -57,7 +59,9 @@ def tuners(monkeypatch):
 def test_a_compare_study_is_one_experiment_that_reuses_processes_and_fills_every_slot(tuners):
     spec = StudySpec.model_validate(SPEC)
     with pytest.raises(Stop):
-        driver_study._run_compare(spec, CTX, {"study_id": "s1"}, metric=METRIC, client=None, parent=None)
+        driver_study._run_compare(
+            spec, CPU_PLAN, CTX, {"study_id": "s1"}, metric=METRIC, client=None, parent=None
+        )
     (tuner,) = tuners
     config = tuner["tune_config"]
     assert tuner["path"] == Path("/r/study")
@@ -77,31 +81,47 @@ def test_a_grid_study_reuses_processes_too(tuners):
     variants = [{"method": "dyt", "group": "lr=0.001", "knobs": {"lr": 1e-3}, "seed": s} for s in spec.seeds]
     with pytest.raises(Stop):
         driver_study._run_variants(
-            spec, CTX, {}, variants, phase="grid", metric=METRIC, client=None, parent=None
+            spec, CPU_PLAN, CTX, {}, variants, phase="grid", metric=METRIC, client=None, parent=None
         )
     assert tuners[0]["tune_config"].reuse_actors
+
+
+def test_a_seed_batched_compare_study_suggests_one_final_trial_per_seed_batch(tuners):
+    spec = StudySpec.model_validate(
+        {**SPEC, "methods": ["frozen_ln"], "method_search": {}, "seeds": [0, 1, 2]}
+    )
+    plan = TrialPlan(cpu=1.0, gpu=0.5, seeds_per_trial=2, gpu_reason="test")
+    with pytest.raises(Stop):
+        driver_study._run_compare(
+            spec, plan, CTX, {"study_id": "s1"}, metric=METRIC, client=None, parent=None
+        )
+    search = tuners[0]["tune_config"].search_alg
+    assert tuners[0]["tune_config"].num_samples == 2
+    finals = [search.suggest(f"t{i}") for i in range(2)]
+    assert [(c.get("seeds"), c["seed"]) for c in finals] == [([0, 1], 0), (None, 2)]
 
 
 @pytest.mark.parametrize(
     "resources, cluster, expected",
     [
-        ({"cpu": 1}, {"CPU": 2.0}, 2),
-        ({"cpu": 2}, {"CPU": 5.0}, 2),
-        ({"cpu": 1, "gpu": 0.5}, {"CPU": 16.0, "GPU": 1.0}, 2),
-        ({"cpu": 1, "gpu": 0.1}, {"CPU": 16.0, "GPU": 0.3}, 3),
-        ({"cpu": 4}, {"CPU": 2.0}, 1),  # never below one (check_cluster_fits refuses what cannot run)
+        ((1, 0), {"CPU": 2.0}, 2),
+        ((2, 0), {"CPU": 5.0}, 2),
+        ((1, 0.5), {"CPU": 16.0, "GPU": 1.0}, 2),
+        ((1, 0.1), {"CPU": 16.0, "GPU": 0.3}, 3),
+        ((4, 0), {"CPU": 2.0}, 1),  # never below one (check_cluster_fits refuses what cannot run)
     ],
 )
 def test_concurrent_trials_is_what_the_cluster_runs_at_once(monkeypatch, resources, cluster, expected):
     monkeypatch.setattr(driver_study.ray, "is_initialized", lambda: True)
     monkeypatch.setattr(driver_study.ray, "cluster_resources", lambda: cluster)
-    spec = StudySpec.model_validate({**SPEC, "resources": resources})
-    assert driver_study.concurrent_trials(spec) == expected
+    cpu, gpu = resources
+    plan = TrialPlan(cpu=cpu, gpu=gpu, seeds_per_trial=1, gpu_reason="test")
+    assert driver_study.concurrent_trials(plan) == expected
 
 
 def test_concurrent_trials_is_unknown_without_ray(monkeypatch):
     monkeypatch.setattr(driver_study.ray, "is_initialized", lambda: False)
-    assert driver_study.concurrent_trials(StudySpec.model_validate(SPEC)) is None
+    assert driver_study.concurrent_trials(CPU_PLAN) is None
 
 
 @pytest.mark.filterwarnings("ignore:`get_trial_id` is meant")  # outside a Tune session: no trial id needed

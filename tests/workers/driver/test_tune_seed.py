@@ -9,6 +9,9 @@ import pytest
 
 from studies.spec import StudySpec
 from workers.driver import study as driver_study
+from workers.driver.trial_plan import TrialPlan
+
+PLAN = TrialPlan(cpu=1.0, gpu=0.0, seeds_per_trial=1, gpu_reason="test")
 
 SPEC = {
     "name": "tune",
@@ -51,7 +54,7 @@ def _tune(spec: StudySpec) -> None:
     )
     metric = driver_study.MetricInfo(name="accuracy", higher_is_better=True)
     with pytest.raises(Stop):
-        driver_study._run_compare(spec, ctx, {}, metric=metric, client=None, parent=None)
+        driver_study._run_compare(spec, PLAN, ctx, {}, metric=metric, client=None, parent=None)
 
 
 @pytest.mark.parametrize("tune_seeds, expected", [(None, 3), ([50, 51], 50)])

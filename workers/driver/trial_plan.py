@@ -1,0 +1,119 @@
+"""How a study's trials use the cluster: each trial's GPU share and how many seeds one trial trains.
+
+The spec may fix both (`resources.gpu`, `resources.seeds_per_trial`) or leave them "auto":
+
+- seeds_per_trial "auto": 1 where trials run on CPU (stacking buys nothing there) or under budget.compile
+  (torch.compile cannot compile the stacked step); on a GPU, the final or grid seeds of one configuration
+  in balanced batches of at most DEFAULT_GPU_SEEDS_PER_TRIAL (a ViT-Lite trial at batch 128 leaves an H200
+  launch-bound; BENCHMARKS.md has the measured gain).
+- gpu "auto": 0 on a cluster without GPUs. Otherwise the driver measures, on a GPU node, the peak memory
+  of one trial as the study will run it (its seed batch, every method, the largest width it may take) and
+  packs as many trials per GPU as that memory allows: share = 1 / n, n = trials that fit in
+  USABLE_DEVICE_FRACTION of the device with MEMORY_HEADROOM over the peak plus a CUDA context each,
+  capped at MAX_TRIALS_PER_GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_GPU_SEEDS_PER_TRIAL",
+    "MAX_TRIALS_PER_GPU",
+    "TrialPlan",
+    "gpu_share_for",
+    "plan_trials",
+    "seed_batches",
+    "seeds_per_trial_for",
+]
+
+DEFAULT_GPU_SEEDS_PER_TRIAL = 8
+MAX_TRIALS_PER_GPU = 8
+MEMORY_HEADROOM = 1.25  # allocator fragmentation and a longer eval batch than the probe saw
+CUDA_CONTEXT_BYTES = 600 * 2**20  # each trial process holds its own CUDA context outside torch's pool
+USABLE_DEVICE_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """What every trial of a study asks Ray for, and how its final/grid seeds are batched."""
+
+    cpu: float
+    gpu: float
+    seeds_per_trial: int
+    gpu_reason: str  # why this GPU share, in words: shown in the driver log and on the MLflow parent run
+
+    def describe(self) -> str:
+        return (
+            f"{self.cpu:g} CPU and {self.gpu:g} GPU per trial ({self.gpu_reason}); "
+            f"{self.seeds_per_trial} seed(s) per final/grid trial"
+        )
+
+
+def seed_batches(seeds: Sequence[int], per_trial: int) -> list[list[int]]:
+    """`seeds` in order, cut into the fewest batches of at most `per_trial`, sizes differing by at most one
+    (10 seeds at 8 per trial are 5 + 5, not 8 + 2, so the two trials finish together)."""
+    if per_trial < 1:
+        raise ValueError(f"per_trial must be >= 1, got {per_trial}")
+    values = list(seeds)
+    if not values:
+        return []
+    count = math.ceil(len(values) / per_trial)
+    base, extra = divmod(len(values), count)
+    batches, start = [], 0
+    for index in range(count):
+        size = base + (1 if index < extra else 0)
+        batches.append(values[start : start + size])
+        start += size
+    return batches
+
+
+def seeds_per_trial_for(requested: int | str, *, gpu: float, compile_mode: str, num_seeds: int) -> int:
+    """The seed batch size: the spec's number, or the "auto" rule of the module docstring."""
+    if requested != "auto":
+        return int(requested)
+    if gpu <= 0 or compile_mode != "none":
+        return 1
+    return max(1, min(num_seeds, DEFAULT_GPU_SEEDS_PER_TRIAL))
+
+
+def gpu_share_for(peak_bytes: int, device_bytes: int) -> float:
+    """The GPU fraction per trial for a measured peak: 1 / (trials that fit), rounded down to Ray's 1e-4
+    resolution so n shares never add up to more than the device."""
+    if peak_bytes <= 0 or device_bytes <= 0:
+        raise ValueError(f"need positive memory sizes, got peak {peak_bytes} of {device_bytes}")
+    need = peak_bytes * MEMORY_HEADROOM + CUDA_CONTEXT_BYTES
+    fits = int(device_bytes * USABLE_DEVICE_FRACTION // need)
+    trials = max(1, min(MAX_TRIALS_PER_GPU, fits))
+    return math.floor(10_000 / trials) / 10_000
+
+
+def plan_trials(
+    *,
+    cpu: float,
+    gpu: float | str,
+    seeds_per_trial: int | str,
+    compile_mode: str,
+    num_seeds: int,
+    cluster_gpus: float,
+    measure_peak: Callable[[int], tuple[int, int]],
+) -> TrialPlan:
+    """Resolve the "auto" values. `measure_peak(k)` runs one trial of k seeds on a GPU node and returns
+    (peak bytes, device bytes); it is called only for gpu "auto" on a cluster with GPUs."""
+    if gpu != "auto":
+        share = float(gpu)
+        k = seeds_per_trial_for(seeds_per_trial, gpu=share, compile_mode=compile_mode, num_seeds=num_seeds)
+        return TrialPlan(cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason="set in the spec")
+    if cluster_gpus <= 0:
+        k = seeds_per_trial_for(seeds_per_trial, gpu=0.0, compile_mode=compile_mode, num_seeds=num_seeds)
+        return TrialPlan(cpu=cpu, gpu=0.0, seeds_per_trial=k, gpu_reason="auto: the cluster has no GPU")
+    k = seeds_per_trial_for(seeds_per_trial, gpu=1.0, compile_mode=compile_mode, num_seeds=num_seeds)
+    peak, device = measure_peak(k)
+    share = gpu_share_for(peak, device)
+    reason = (
+        f"auto: a {k}-seed trial peaked at {peak / 2**30:.2f} GiB of a {device / 2**30:.0f} GiB device, "
+        f"so {round(1 / share)} trial(s) share a GPU"
+    )
+    return TrialPlan(cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason=reason)
