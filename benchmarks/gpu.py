@@ -63,6 +63,7 @@ class Sizes:
     concurrency: tuple[int, ...]
     seeds_per_trial: tuple[int, ...]
     seed_batch_steps: int  # timed steps of one seed-batched measurement (k * batch samples each)
+    packed_seeds: int  # seeds per trial of the packed measurement (0: skip it)
     layer_shape: tuple[int, int, int]  # (B, T, D) for the norm layer benchmark
     layer_iters: int
     budget_s: float
@@ -79,6 +80,7 @@ FULL = Sizes(
     concurrency=(4, 8),
     seeds_per_trial=(8, 32),
     seed_batch_steps=20,
+    packed_seeds=8,
     layer_shape=(128, 65, 128),
     layer_iters=200,
     budget_s=280.0,
@@ -94,6 +96,7 @@ SMOKE = Sizes(
     concurrency=(2,),
     seeds_per_trial=(2,),
     seed_batch_steps=2,
+    packed_seeds=2,
     layer_shape=(4, 17, 32),
     layer_iters=3,
     budget_s=120.0,
@@ -332,6 +335,54 @@ class WorkerPool:
         return json.loads(line)
 
 
+def packed_seed_batches(sizes: Sizes, device: Any, method: str, k: int, log: Callable[[str], None]) -> dict:
+    """k-seed trial processes on one GPU, as many as `resources.gpu: auto` would pack: one process is
+    started and its peak memory measured, the driver's rule (workers.driver.trial_plan.gpu_share_for)
+    turns the peak into trials per GPU, the rest are started, and all step one common timed window."""
+    from workers.driver.trial_plan import gpu_share_for
+
+    command = [
+        sys.executable, "-m", "benchmarks.gpu_seed_batch", "--serve", "--preset", sizes.preset,
+        "--method", method, "--k", str(k), "--device", str(device), "--batch-size", str(sizes.batch),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT
+        )
+
+    processes = [start()]
+    try:
+        first = WorkerPool._read(processes[0], timeout=120)
+        share = gpu_share_for(first["peak_bytes"], first["device_bytes"])
+        count = round(1 / share)
+        log(f"{method}: a {k}-seed trial peaks at {first['peak_bytes'] / 2**30:.2f} GiB -> {count} per GPU")
+        processes += [start() for _ in range(count - 1)]
+        for process in processes[1:]:
+            WorkerPool._read(process, timeout=120)
+        request = json.dumps({"start_at": time.time() + 0.5, "seconds": sizes.measure_s}) + "\n"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(request)
+            process.stdin.flush()
+        answers = [WorkerPool._read(process, timeout=60) for process in processes]
+    finally:
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError):
+                assert process.stdin is not None
+                process.stdin.close()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    steps_per_s = sum(a["steps"] for a in answers) / max(a["elapsed"] for a in answers)
+    rate = steps_per_s * k * sizes.batch
+    log(f"{count} packed {k}-seed trials, {method}: {rate:.0f} samples/s")
+    return {"k": k, "processes": count, "peak_gib": first["peak_bytes"] / 2**30, "rate": rate}
+
+
 # ----- the norm layer and the compiled graph --------------------------------------------------------------
 
 
@@ -419,7 +470,7 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
     errors: dict[str, str] = {}  # measurement key -> why it failed
     results: dict[str, Any] = {
         "single": single, "concurrent": {}, "seed_batch": {}, "notes": notes, "errors": errors,
-        "graph_breaks": "not measured", "layer": {},
+        "graph_breaks": "not measured", "layer": {}, "packed": {},
     }  # fmt: skip
 
     def trial(method: str, mode: str) -> None:
@@ -491,6 +542,17 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
                 log(
                     f"{k} seeds in one trial, {method}: {results['seed_batch'][f'{k}/{method}']:.0f} samples/s"
                 )
+    # 4b. k-seed trials packed as resources.gpu: auto packs them (the driver's rule on the measured peak).
+    if sizes.packed_seeds and device.type == "cuda":
+        for method in METHODS:
+            if clock.left() < 50:
+                notes["packed"] = "partly skipped: the time budget ran out"
+                break
+            with section(f"packed/{method}"):
+                packed = packed_seed_batches(sizes, device, method, sizes.packed_seeds, log)
+                results["packed"][method] = packed
+    elif sizes.packed_seeds:
+        notes["packed"] = "needs a CUDA device (the packing rule reads the GPU's memory)"
     # 5. The norm layer alone.
     with section("layer/eager"):
         results["layer"]["eager"] = layer_times(sizes, device, compiled=False)
@@ -574,6 +636,21 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
             lines.append(f"| {k} seeds batched in one trial | {notes.get('seed_batch', 'n/a')} | |")
         else:
             row(f"{k} seeds batched in one trial", rates, {m: f"seed_batch/{k}/{m}" for m in METHODS})
+    packed = results.get("packed", {})
+    if packed:
+        counts = ", ".join(
+            f"{METHOD_NAMES[m]} peaks at {p['peak_gib']:.2f} GiB -> {p['processes']} per GPU"
+            for m, p in packed.items()
+        )
+        k = next(iter(packed.values()))["k"]
+        row(
+            f"{k}-seed trials packed as resources.gpu: auto packs them ({counts})",
+            {m: packed.get(m, {}).get("rate") for m in METHODS},
+            {m: f"packed/{m}" for m in METHODS},
+        )
+    elif sizes.packed_seeds:
+        why_not = notes.get("packed") or errors.get("packed/frozen_ln") or "n/a"
+        lines.append(f"| {sizes.packed_seeds}-seed trials packed by resources.gpu: auto | {why_not} | |")
     lines += ["", "| step time, AutoNorm-S / FrozenLN | ratio |", "|---|---:|"]
     for mode, label in (("none", "eager"), ("default", "torch.compile"), ("reduce-overhead", "CUDA graphs")):
         frozen, auto = single["frozen_ln"].get(mode), single["autonorm_s"].get(mode)

@@ -12,19 +12,23 @@ no Ray, MLflow or data registry.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from collections.abc import Callable
 
 import torch
 
-__all__ = ["measure_seed_batched"]
+__all__ = ["build_seed_batched_step", "measure_seed_batched", "serve_seed_batch"]
 
 WARMUP_STEPS = 3  # first steps pay allocator growth and kernel selection
 
 
-def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: str, batch_size: int) -> float:
-    """Aggregate samples/s (k * batch_size per step, all seeds together) of `steps` seed-batched training
-    steps of ViT-Lite preset `preset` with normalization method `method` on `device`, after
-    WARMUP_STEPS untimed steps. Models are built as a trial builds them (seed i for model i)."""
+def build_seed_batched_step(
+    preset: str, method: str, k: int, device: str, batch_size: int, total_steps: int = 10**6
+) -> Callable[[], None]:
+    """One seed-batched training step of k stacked ViT-Lite models (seed i for model i, as a trial builds
+    them) on one fixed synthetic batch per seed already on `device`; call it to step."""
     from models import build_model
     from models.methods import norm_for_method
     from models.presets import PRESETS
@@ -34,8 +38,8 @@ def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: s
     from workers.training.seeding import seed_everything
     from workers.training.stacked import StackedModels
 
-    if k < 1 or steps < 1 or batch_size < 1:
-        raise ValueError(f"k, steps and batch_size must be >= 1, got {k}, {steps}, {batch_size}")
+    if k < 1 or batch_size < 1:
+        raise ValueError(f"k and batch_size must be >= 1, got {k}, {batch_size}")
     vit_presets = sorted(name for name, fields in PRESETS.items() if fields["model"] == "vit_lite")
     if preset not in vit_presets:
         raise ValueError(
@@ -51,8 +55,7 @@ def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: s
     stacked = StackedModels(models).to(target)
     del models
     optimizer, _ = build_stacked_optimizer(stacked, lr=5e-4, weight_decay=3e-2)
-    total = WARMUP_STEPS + steps
-    scheduler = build_warmup_cosine(optimizer, warmup_steps=min(total, 5), total_steps=total)
+    scheduler = build_warmup_cosine(optimizer, warmup_steps=min(total_steps, 5), total_steps=total_steps)
     step = SeedBatchedStep(
         stacked,
         loss_fn=TaskLoss("image_classification", label_smoothing=0.1),
@@ -67,15 +70,56 @@ def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: s
     shape = (k, batch_size, config.in_channels, config.image_size, config.image_size)
     images = torch.randn(shape, generator=generator).to(target)  # (k, B, C, H, W)
     labels = torch.randint(0, config.num_classes, (k, batch_size), generator=generator).to(target)  # (k, B)
-    for _ in range(WARMUP_STEPS):
+
+    def one_step() -> None:
         step(images, labels)
+
+    return one_step
+
+
+def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: str, batch_size: int) -> float:
+    """Aggregate samples/s (k * batch_size per step, all seeds together) of `steps` seed-batched training
+    steps of ViT-Lite preset `preset` with normalization method `method` on `device`, after
+    WARMUP_STEPS untimed steps."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    target = torch.device(device)
+    step = build_seed_batched_step(preset, method, k, device, batch_size, total_steps=WARMUP_STEPS + steps)
+    for _ in range(WARMUP_STEPS):
+        step()
     _synchronize(target)
     started = time.perf_counter()
     for _ in range(steps):
-        step(images, labels)
+        step()
     _synchronize(target)
     elapsed = time.perf_counter() - started
     return k * batch_size * steps / elapsed
+
+
+def serve_seed_batch(preset: str, method: str, k: int, device: str, batch_size: int) -> None:
+    """A packed trial process for benchmarks.gpu: builds and warms a k-seed step, prints {"ready",
+    "peak_bytes", "device_bytes"} (the peak that resources.gpu: auto would pack by), then answers each
+    {"start_at", "seconds"} line on stdin with {"steps", "elapsed"} of a timed window."""
+    target = torch.device(device)
+    step = build_seed_batched_step(preset, method, k, device, batch_size)
+    for _ in range(WARMUP_STEPS):
+        step()
+    _synchronize(target)
+    cuda = target.type == "cuda"
+    peak = torch.cuda.max_memory_reserved(target) if cuda else 0
+    total = torch.cuda.get_device_properties(target).total_memory if cuda else 0
+    print(json.dumps({"ready": True, "peak_bytes": int(peak), "device_bytes": int(total)}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("stop"):
+            break
+        time.sleep(max(0.0, request["start_at"] - time.time()))
+        count, started = 0, time.perf_counter()
+        while time.perf_counter() - started < request["seconds"]:
+            step()
+            count += 1
+        _synchronize(target)
+        print(json.dumps({"steps": count, "elapsed": time.perf_counter() - started}), flush=True)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -93,7 +137,11 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--serve", action="store_true", help="run as a packed trial process (benchmarks.gpu)")
     args = parser.parse_args()
+    if args.serve:
+        serve_seed_batch(args.preset, args.method, args.k, args.device, args.batch_size)
+        sys.exit(0)
     rate = measure_seed_batched(args.preset, args.method, args.k, args.steps, args.device, args.batch_size)
     print(
         f"{args.preset} {args.method} k={args.k} batch {args.batch_size} on {args.device}: {rate:,.0f} samples/s"

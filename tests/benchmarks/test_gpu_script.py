@@ -67,3 +67,23 @@ def test_a_trial_step_builds_and_runs_with_pydantic_ray_and_mlflow_unimportable(
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "loaded: []" in completed.stdout
+
+
+def test_a_packed_trial_process_reports_its_peak_then_steps_a_timed_window_on_request():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.gpu_seed_batch", "--serve", "--preset", "vit_lite_tiny",
+         "--method", "autonorm_s", "--k", "2", "--device", "cpu", "--batch-size", "4"],
+        cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    try:
+        ready = json.loads(process.stdout.readline())
+        assert ready == {"ready": True, "peak_bytes": 0, "device_bytes": 0}  # no CUDA memory to report on CPU
+        process.stdin.write(json.dumps({"start_at": 0, "seconds": 0.2}) + "\n")
+        process.stdin.flush()
+        window = json.loads(process.stdout.readline())
+        assert window["steps"] >= 1 and window["elapsed"] >= 0.2
+        process.stdin.write(json.dumps({"stop": True}) + "\n")
+        process.stdin.flush()
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
