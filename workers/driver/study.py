@@ -34,7 +34,7 @@ from service.store import (
     set_study_runtime,
     set_study_status,
 )
-from studies.spec import StudySpec
+from studies.spec import DATASET_METRICS, StudySpec
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
@@ -68,10 +68,10 @@ class MetricInfo:
 
 
 def dataset_metric(dataset: str) -> MetricInfo:
-    from workers.data import DATASETS
-
-    info = DATASETS[dataset]
-    return MetricInfo(name=info.metric, higher_is_better=info.higher_is_better)
+    # studies' torch-free copy of the registry's metric table (a test keeps the two equal): the driver
+    # process never imports torch, which would cost every study seconds of start-up.
+    name, higher_is_better = DATASET_METRICS[dataset]
+    return MetricInfo(name=name, higher_is_better=higher_is_better)
 
 
 def run_study(study_id: str, ctx: DriverContext) -> None:
