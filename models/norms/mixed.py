@@ -5,8 +5,10 @@ DyT and affine-free LayerNorm,
 
 with cl, cd, c0 of shape (B, D) (gate weights times per-channel affine parameters, folded on tiny
 tensors by the caller). On CPU float32 this runs as one fused kernel forward and one backward
-(`_kernel_loader`); everywhere else (GPU, float64, autocast dtypes, torch.func transforms) it runs as
-the eager composite below, which autograd differentiates and which defines the semantics.
+(`_kernel_loader`); on CUDA in float32, bfloat16 or float16 it runs as Triton kernels (`mixed_triton`,
+where triton is installed and `TRITON_ON_CUDA` is on); everywhere else (float64, CPU autocast dtypes,
+torch.func transforms on CPU) it runs as the eager composite below, which autograd differentiates and
+which defines the semantics.
 
 Causal conditioning (the language-model encoder) makes the coefficients per token, cl[b, t] etc. of
 shape (B, T, D), computed from `causal_token_mean`; those always take the eager composite.
@@ -15,6 +17,7 @@ shape (B, T, D), computed from `causal_token_mean`; those always take the eager 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 
 import torch
 import torch.nn.functional as F
@@ -106,6 +109,12 @@ def causal_token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -
     return (sums / counts).to(x.dtype)
 
 
+# Module-level switch: False keeps CUDA inputs on the eager composite (the benchmarks compare both).
+TRITON_ON_CUDA = True
+# Looked up without importing triton: CPU-only runs never pay for that import.
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+
+
 def _per_token(coefficient: torch.Tensor) -> torch.Tensor:
     """(B, D) per-sample coefficients broadcast over tokens as (B, 1, D); (B, T, D) ones stay as they are."""
     return coefficient.unsqueeze(1) if coefficient.dim() == 2 else coefficient
@@ -193,11 +202,16 @@ def mixed_norm(
     use_ln: bool = True,
 ) -> torch.Tensor:
     """x (B, T, D); cl, cd, c0 (B, D) or per token (B, T, D); alpha scalar tensor -> (B, T, D).
-    Fused on CPU float32 for per-sample coefficients."""
+    Fused on CPU float32 and on CUDA (Triton) for per-sample coefficients."""
     # The kernel reads one coefficient row per sample, so per-token (causal) coefficients take the eager
     # composite.
     per_sample = cl.dim() == 2
     if per_sample and _fast_path_applies(x) and all(t.dtype == torch.float32 for t in (alpha, cl, cd, c0)):
         with torch.autocast(device_type="cpu", enabled=False):
             return _FusedMixedNorm.apply(x, alpha, cl, cd, c0, eps, use_ln)
+    if per_sample and TRITON_ON_CUDA and _TRITON_INSTALLED and x.device.type == "cuda":
+        from models.norms.mixed_triton import mixed_norm_triton, triton_path_applies
+
+        if triton_path_applies(x, alpha, cl, cd, c0):
+            return mixed_norm_triton(x, alpha, cl, cd, c0, eps, use_ln)
     return mixed_norm_reference(x, alpha, cl, cd, c0, eps, use_ln)
