@@ -11,7 +11,14 @@ from pathlib import Path
 
 from service.settings import Settings
 
-__all__ = ["ensure_api_token", "ensure_ray_auth_token", "read_api_token", "token_matches"]
+__all__ = [
+    "api_token_source",
+    "ensure_api_token",
+    "ensure_ray_auth_token",
+    "ray_auth_token_source",
+    "read_api_token",
+    "token_matches",
+]
 
 
 def ensure_api_token(settings: Settings) -> str:
@@ -36,6 +43,20 @@ def read_api_token(settings: Settings) -> str | None:
         return settings.api_token_path.read_text(encoding="utf-8").strip() or None
     except FileNotFoundError:
         return None
+
+
+def api_token_source(settings: Settings) -> str:
+    """Where the API token comes from, for messages that must name it without showing it."""
+    if settings.api_token is not None and settings.api_token.get_secret_value():
+        return "NORMLAB_API_TOKEN (environment or .env)"
+    return str(settings.api_token_path)
+
+
+def ray_auth_token_source(settings: Settings) -> str:
+    """Where the Ray cluster token comes from, for messages that must name it without showing it."""
+    if settings.ray_auth_token is not None and settings.ray_auth_token.get_secret_value():
+        return "NORMLAB_RAY_AUTH_TOKEN (environment or .env)"
+    return str(settings.ray_auth_token_path)
 
 
 def token_matches(given: str | None, expected: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -98,8 +99,8 @@ def _describe_failure(response: httpx.Response, api_url: str) -> str:
     code = response.status_code
     if code == 401:
         return (
-            f"the API at {api_url} refused the request ({detail}): set NORMLAB_API_TOKEN to the token "
-            "`make run` printed (`normlab token` prints it on the server machine)"
+            f"the API at {api_url} refused the request ({detail}): set NORMLAB_API_TOKEN to the server's "
+            "token (`normlab token` prints it on the server machine)"
         )
     if code == 422 and isinstance(detail, list):
         return _spec_problems(detail)
@@ -276,18 +277,34 @@ def _client_token(settings: Settings) -> str | None:
 
 
 def _fail(error: CliError) -> typer.Exit:
-    err_console.print(f"[red]error:[/] {error}", markup=True, highlight=False)
+    # Escaped: messages quote logs and URLs, whose brackets are no markup.
+    err_console.print(f"[red]error:[/] {escape(str(error))}", markup=True, highlight=False)
     return typer.Exit(code=1)
 
 
 @app.command()
 def serve(
     demo: bool = typer.Option(False, "--demo", help="also submit the quick example and print its results"),
+    api_only: bool = typer.Option(
+        False,
+        "--api-only",
+        help="start only the API, on the MLflow server and Ray cluster already running at "
+        "MLFLOW_TRACKING_URI and RAY_ADDRESS (or the local stack's ports); fail if they do not answer",
+    ),
 ):
-    """Start MLflow, a local Ray head (unless RAY_ADDRESS is set) and the API; Ctrl-C stops them all."""
-    from service.launcher import serve as run_stack  # heavy (Ray, uvicorn): imported only to serve
+    """Start MLflow, a local Ray head and the API; Ctrl-C stops what it started.
 
-    run_stack(_settings(), demo=demo)
+    An MLflow server or Ray head already answering at the configured ports is attached to (and left
+    running) instead of started; RAY_ADDRESS points at a cluster elsewhere.
+    """
+    from service.launcher import serve as run_stack  # heavy (Ray, uvicorn): imported only to serve
+    from service.processes import ProcessStartError
+    from service.stack_probe import StackUnavailableError
+
+    try:
+        run_stack(_settings(), demo=demo, api_only=api_only)
+    except (StackUnavailableError, ProcessStartError) as error:
+        raise _fail(CliError(str(error))) from None
 
 
 @app.command()
@@ -425,7 +442,10 @@ def cancel(study_id: str = typer.Argument(..., help="the study id to cancel")) -
     try:
         token = _client_token(settings)
         if token is None:
-            raise CliError("no API token: set NORMLAB_API_TOKEN (the token `make run` printed)")
+            raise CliError(
+                "no API token: set NORMLAB_API_TOKEN to the server's token (`normlab token` prints it on "
+                "the server machine)"
+            )
         with ApiClient(settings.api_url, token) as api:
             study = api.json("POST", f"/studies/{study_id}/cancel")
     except CliError as error:
@@ -470,8 +490,8 @@ def token() -> None:
         raise _fail(
             CliError(
                 f"no API token: NORMLAB_API_TOKEN is not set and {settings.api_token_path} does not exist. "
-                "The server creates the token when it starts (`make run` prints it); on the server "
-                "machine run `normlab token`, or set NORMLAB_API_TOKEN to the token it printed"
+                "The server creates the token when it starts (`make run` says where it keeps it); on the "
+                "server machine run `normlab token`, and set NORMLAB_API_TOKEN here to what it prints"
             )
         )
     print(found)

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from service.store import (
+    IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
     InvalidTrialError,
     StudyNotFoundError,
@@ -33,6 +34,7 @@ __all__ = [
     "SpecTooLargeError",
     "UnauthorizedError",
     "UnknownDatasetError",
+    "UnknownMetricError",
     "ValidationErrorOut",
     "error_responses",
     "install_error_handlers",
@@ -53,6 +55,18 @@ class UnknownDatasetError(LookupError):
 
 class NoResultsError(LookupError):
     pass
+
+
+class UnknownMetricError(LookupError):
+    """`?metric=` names no metric the selected trials stored; the message lists the ones they did."""
+
+    def __init__(self, metric: str, known: list[str]) -> None:
+        self.metric = metric
+        listed = ", ".join(known) if known else "none (no trial stored a numeric metric)"
+        super().__init__(
+            f"unknown metric '{metric}': these trials stored {listed}; leave `metric` out for the dataset's "
+            "primary metric"
+        )
 
 
 class SpecTooLargeError(Exception):
@@ -155,6 +169,25 @@ def _json_safe(value: Any) -> Any:
     return _json_safe(str(value))
 
 
+def _idempotency_key_reused(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, IdempotencyKeyReusedError)
+    detail = [
+        {
+            "type": "idempotency_key_reused",
+            "loc": ["header", "Idempotency-Key"],
+            "msg": str(exc),
+            "input": exc.idempotency_key,
+        }
+    ]
+    return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
+
+
+def _unknown_metric(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, UnknownMetricError)
+    detail = [{"type": "unknown_metric", "loc": ["query", "metric"], "msg": str(exc), "input": exc.metric}]
+    return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
+
+
 def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     detail = [{"type": "spec_format", "loc": ["body"], "msg": str(exc)}]
     return JSONResponse({"detail": detail}, status_code=422)
@@ -192,6 +225,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnauthorizedError, _message(401, {"WWW-Authenticate": "Bearer"}))
     app.add_exception_handler(SpecTooLargeError, _message(413))
     app.add_exception_handler(UnsupportedContentTypeError, _message(415))
+    app.add_exception_handler(UnknownMetricError, _unknown_metric)
+    app.add_exception_handler(IdempotencyKeyReusedError, _idempotency_key_reused)
     app.add_exception_handler(SpecFormatError, _spec_format)
     app.add_exception_handler(InvalidSpecError, _invalid_spec)
     app.add_exception_handler(ClusterUnavailableError, _message(503))

@@ -1,35 +1,58 @@
 """`normlab serve`: the whole embedded stack in one command, stopped cleanly by Ctrl-C.
 
 Starts what the settings do not point elsewhere: an MLflow server (SQLite backend) unless one answers at
-MLFLOW_TRACKING_URI, a local Ray head (token auth on) unless RAY_ADDRESS is set, then the API with its
-reconcile loop. In docker-compose the same command runs with RAY_ADDRESS and MLFLOW_TRACKING_URI set, so
-it starts only the API.
+MLFLOW_TRACKING_URI, a local Ray head (token auth on, loopback only) unless RAY_ADDRESS is set or a head
+already answers at the configured dashboard port, then the API with its reconcile loop. A service found
+running is attached to and left running on exit. `--api-only` starts neither and fails, naming the fix,
+unless both answer (restarting only the API). In docker-compose the same command runs with RAY_ADDRESS and
+MLFLOW_TRACKING_URI set, so it starts only the API.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
 from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.panel import Panel
 from sqlalchemy.engine import make_url
 
-from service.auth import ensure_ray_auth_token
+from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token_source
 from service.background import StudyReconciler
 from service.dispatcher import RayJobDispatcher
 from service.local_stack import mlflow_server, ray_head
 from service.processes import ManagedProcess, http_ok
 from service.settings import Settings
+from service.stack_probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
 
-__all__ = ["LocalStack", "driver_environment", "local_stack", "serve"]
+__all__ = [
+    "LocalStack",
+    "Origin",
+    "driver_environment",
+    "local_stack",
+    "serve",
+    "startup_banner",
+]
 
 log = logging.getLogger(__name__)
-console = Console()
+# Piped into a log (CI, `make run > log`), a banner line must not wrap: it is copied from there.
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+class Origin(str, Enum):
+    """How `normlab serve` came by MLflow or Ray (the banner says it)."""
+
+    STARTED = "started here; Ctrl-C stops it"
+    ATTACHED = "attached: it was already running and keeps running after Ctrl-C"
+    CONFIGURED = "configured elsewhere; not started here"
 
 
 @dataclass
@@ -37,7 +60,9 @@ class LocalStack:
     settings: Settings
     ray_token: str
     dispatcher: RayJobDispatcher
-    processes: list[ManagedProcess]
+    processes: list[ManagedProcess]  # what this stack started, and stops on exit
+    mlflow: Origin
+    ray: Origin
 
 
 def driver_environment(settings: Settings) -> dict[str, str]:
@@ -66,68 +91,159 @@ def _mlflow_is_local(settings: Settings) -> bool:
 
 
 @contextlib.contextmanager
-def local_stack(settings: Settings) -> Iterator[LocalStack]:
-    """Start (or reuse) MLflow and Ray for these settings; stop what we started on exit."""
+def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[LocalStack]:
+    """MLflow and Ray for these settings: started here, or attached to when they already answer at their
+    configured addresses; on exit only what was started here is stopped. `api_only` starts nothing and
+    raises StackUnavailableError unless both answer."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     token = ensure_ray_auth_token(settings)
     started: list[ManagedProcess] = []
     try:
-        if _mlflow_is_local(settings) and not http_ok(f"{settings.mlflow_tracking_uri}/health"):
-            mlflow = mlflow_server(
-                data_dir=settings.data_dir,
-                host=settings.mlflow_host,
-                port=settings.mlflow_port,
-                backend_store_uri=settings.mlflow_backend_store_uri,
-                artifacts_dir=settings.mlflow_artifacts_dir,
-            )
-            console.print(f"[dim]starting MLflow on {settings.mlflow_tracking_uri} ...[/]")
-            mlflow.start(timeout=180)
-            started.append(mlflow)
-        if settings.ray_address is None:
-            head = ray_head(
-                data_dir=settings.data_dir,
-                token=token,
-                gcs_port=settings.ray_gcs_port,
-                node_ip=settings.ray_host,
-                dashboard_host=settings.ray_dashboard_host,
-                dashboard_port=settings.ray_dashboard_port,
-                dashboard_agent_listen_port=settings.ray_dashboard_agent_listen_port,
-                client_server_port=settings.ray_client_server_port,
-                min_worker_port=settings.ray_min_worker_port,
-                max_worker_port=settings.ray_max_worker_port,
-                num_cpus=settings.ray_num_cpus,
-                num_gpus=settings.ray_num_gpus,
-                temp_dir=settings.ray_temp_dir,
-            )
-            console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
-            head.start(timeout=180)
-            started.append(head)
+        if api_only:
+            mlflow, ray = _require_running(settings, token)
+        else:
+            mlflow = _mlflow(settings, started)
+            ray = _ray(settings, token, started)
         dispatcher = RayJobDispatcher(
             dashboard_url=settings.ray_dashboard_url,
             auth_token=token,
             driver_env=driver_environment(settings),
         )
-        yield LocalStack(settings=settings, ray_token=token, dispatcher=dispatcher, processes=started)
+        yield LocalStack(
+            settings=settings,
+            ray_token=token,
+            dispatcher=dispatcher,
+            processes=started,
+            mlflow=mlflow,
+            ray=ray,
+        )
     finally:
         for process in reversed(started):
             console.print(f"[dim]stopping {process.name} ...[/]")
             process.stop()
 
 
-def _banner(settings: Settings, api_token: str) -> Panel:
+def _mlflow(settings: Settings, started: list[ManagedProcess]) -> Origin:
+    uri = str(settings.mlflow_tracking_uri)
+    if not _mlflow_is_local(settings):
+        return Origin.CONFIGURED
+    answer = mlflow_answer(uri)
+    if answer is Answer.UP:
+        return Origin.ATTACHED
+    if answer is Answer.FOREIGN:
+        raise StackUnavailableError(
+            f"something that is not an MLflow server answers at {uri}: stop it, or set NORMLAB_MLFLOW_PORT "
+            "to a free port (or MLFLOW_TRACKING_URI to a running MLflow server)"
+        )
+    mlflow = mlflow_server(
+        data_dir=settings.data_dir,
+        host=settings.mlflow_host,
+        port=settings.mlflow_port,
+        backend_store_uri=settings.mlflow_backend_store_uri,
+        artifacts_dir=settings.mlflow_artifacts_dir,
+    )
+    console.print(f"[dim]starting MLflow on {uri} ...[/]")
+    mlflow.start(timeout=180)
+    started.append(mlflow)
+    return Origin.STARTED
+
+
+def _ray(settings: Settings, token: str, started: list[ManagedProcess]) -> Origin:
+    if settings.ray_address is not None:
+        return Origin.CONFIGURED
+    url = settings.ray_dashboard_url
+    answer = ray_answer(url, token)
+    if answer is Answer.UP:
+        return Origin.ATTACHED
+    if answer is Answer.REFUSED:
+        raise StackUnavailableError(_ray_refuses_token(settings, url))
+    if answer is Answer.FOREIGN:
+        raise StackUnavailableError(
+            f"something that is not a Ray head answers at {url}: stop it, or set NORMLAB_RAY_DASHBOARD_PORT "
+            "to a free port"
+        )
+    head = ray_head(
+        data_dir=settings.data_dir,
+        token=token,
+        gcs_port=settings.ray_gcs_port,
+        node_ip=settings.ray_host,
+        dashboard_host=settings.ray_dashboard_host,
+        dashboard_port=settings.ray_dashboard_port,
+        dashboard_agent_listen_port=settings.ray_dashboard_agent_listen_port,
+        client_server_port=settings.ray_client_server_port,
+        min_worker_port=settings.ray_min_worker_port,
+        max_worker_port=settings.ray_max_worker_port,
+        num_cpus=settings.ray_num_cpus,
+        num_gpus=settings.ray_num_gpus,
+        temp_dir=settings.ray_temp_dir,
+    )
+    console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
+    head.start(timeout=180)
+    started.append(head)
+    return Origin.STARTED
+
+
+def _require_running(settings: Settings, token: str) -> tuple[Origin, Origin]:
+    """--api-only: both services must already answer; every one that does not is named with its fix."""
+    problems: list[str] = []
+    mlflow = Origin.CONFIGURED  # a file or database tracking URI is no server to ask
+    uri = str(settings.mlflow_tracking_uri)
+    if is_http_url(uri):
+        if mlflow_answer(uri) is Answer.UP:
+            mlflow = Origin.ATTACHED
+        else:
+            problems.append(
+                f"no MLflow server answers at {uri}/health: start the whole stack with `normlab serve` "
+                "(without --api-only), or set MLFLOW_TRACKING_URI to a running MLflow server"
+            )
+    url = settings.ray_dashboard_url
+    answer = ray_answer(url, token)
+    if answer is Answer.REFUSED:
+        problems.append(_ray_refuses_token(settings, url))
+    elif answer is not Answer.UP:
+        problems.append(
+            f"no Ray head answers at {url}: start the whole stack with `normlab serve` (without "
+            "--api-only), or set RAY_ADDRESS to the cluster's job server (e.g. http://ray-head:8265)"
+        )
+    if problems:
+        raise StackUnavailableError(
+            "`normlab serve --api-only` starts neither MLflow nor Ray, and:\n"
+            + "\n".join(f"  - {problem}" for problem in problems)
+        )
+    return mlflow, Origin.ATTACHED
+
+
+def _ray_refuses_token(settings: Settings, url: str) -> str:
+    return (
+        f"the Ray head at {url} refuses this stack's Ray token (from {ray_auth_token_source(settings)}): "
+        "set NORMLAB_RAY_AUTH_TOKEN to the token that cluster was started with, or, for a head of another "
+        "stack, set NORMLAB_RAY_DASHBOARD_PORT and NORMLAB_RAY_GCS_PORT to free ports"
+    )
+
+
+def _normlab_command() -> str:
+    """How to run the CLI from any directory: the console script beside this interpreter."""
+    script = Path(sys.executable).parent / "normlab"
+    return shlex.quote(str(script)) if script.exists() else "normlab"
+
+
+def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
+    """Where everything is and how to get the API token; never the token (it would land in logs)."""
     api = settings.api_url
+    normlab = _normlab_command()
+    database = make_url(str(settings.database_url)).render_as_string(hide_password=True)
     return Panel.fit(
         "\n".join(
             [
                 f"API        {api}   (docs: {api}/docs)",
-                f"MLflow UI  {settings.mlflow_tracking_uri}",
-                f"Ray        {settings.ray_dashboard_url}",
-                f"Database   {settings.database_url}",
+                f"MLflow UI  {settings.mlflow_tracking_uri}   ({mlflow.value})",
+                f"Ray        {settings.ray_dashboard_url}   ({ray.value})",
+                f"Database   {database}",
                 "",
-                f"API token  {api_token}",
+                f"API token  from {api_token_source(settings)}; `{normlab} token` prints it",
                 "",
                 "Submit a study:",
-                f'  curl -X POST {api}/studies -H "Authorization: Bearer $(cat {settings.api_token_path})" \\',
+                f'  curl -X POST {api}/studies -H "Authorization: Bearer $({normlab} token)" \\',
                 "       -H 'Content-Type: application/yaml' --data-binary @studies/examples/quick.yaml",
                 f"Results:   curl '{api}/results/digits?format=md'",
                 "Stop with Ctrl-C.",
@@ -137,7 +253,7 @@ def _banner(settings: Settings, api_token: str) -> Panel:
     )
 
 
-def serve(settings: Settings | None = None, *, demo: bool = False) -> None:
+def serve(settings: Settings | None = None, *, demo: bool = False, api_only: bool = False) -> None:
     import uvicorn
 
     from service.app import create_app
@@ -153,7 +269,7 @@ def serve(settings: Settings | None = None, *, demo: bool = False) -> None:
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     api_token = ensure_api_token(settings)
     upgrade_database(str(settings.database_url))
-    with local_stack(settings) as stack:
+    with local_stack(settings, api_only=api_only) as stack:
         app = create_app(settings=settings, dispatcher=stack.dispatcher)
         reconciler = StudyReconciler(
             make_engine(str(settings.database_url)),
@@ -162,7 +278,7 @@ def serve(settings: Settings | None = None, *, demo: bool = False) -> None:
             max_running=settings.max_running_studies,
         )
         reconciler.start()
-        console.print(_banner(settings, api_token))
+        console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
         if demo:
             threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
         try:

@@ -27,6 +27,19 @@ def _node_env(token: str) -> dict[str, str]:
     }
 
 
+# The node addresses `ray start` replaces with the machine's outward address (127.0.0.2 and the rest of
+# 127/8 it keeps as given).
+_RAY_LOCALHOST_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _loopback_only_env(node_ip: str) -> dict[str, str]:
+    """Ray swaps a localhost --node-ip-address for the machine's outward address (and its GCS, raylet,
+    agents and metrics servers then listen on every interface) unless it runs in its single-machine
+    mode, whose switch is this variable. Off, the node keeps 127.0.0.1 and every server binds to it;
+    such a head accepts no worker nodes, which a loopback head could not reach anyway."""
+    return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"} if node_ip in _RAY_LOCALHOST_NAMES else {}
+
+
 def _resource_args(num_cpus: int | None, num_gpus: int | None) -> list[str]:
     """`ray start` flags for the node's resources; None lets Ray detect them."""
     args = []
@@ -90,7 +103,8 @@ def ray_head(
 ) -> ManagedProcess:
     """`ray start --head --block`: SIGTERM to it takes the whole local cluster down cleanly.
 
-    Ports are explicit because Redis (and other services) often hold Ray's defaults (6379).
+    Ports are explicit because Redis (and other services) often hold Ray's defaults (6379). With
+    `node_ip` 127.0.0.1 (the default) every port of the node listens on 127.0.0.1 only.
     """
     argv = [
         venv_executable("ray"),
@@ -110,7 +124,7 @@ def ray_head(
     argv += _resource_args(num_cpus, num_gpus)
     # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
     argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
-    env = {**_node_env(token), **(extra_env or {})}
+    env = {**_node_env(token), **_loopback_only_env(node_ip), **(extra_env or {})}
     return ManagedProcess(
         name="ray-head",
         argv=argv,

@@ -26,6 +26,7 @@ __all__ = [
     "ProcessStartError",
     "free_port",
     "http_ok",
+    "http_status",
     "private_serve_environment",
     "venv_executable",
     "wait_until",
@@ -85,13 +86,22 @@ def private_serve_environment(
     return env
 
 
-def http_ok(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> bool:
+def http_status(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> int | None:
+    """The HTTP status a GET of `url` answers (errors included), or None when nothing answers."""
     request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return 200 <= response.status < 300
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        error.close()
+        return int(error.code)
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+
+
+def http_ok(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> bool:
+    status = http_status(url, timeout=timeout, headers=headers)
+    return status is not None and 200 <= status < 300
 
 
 def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.5) -> bool:

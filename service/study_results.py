@@ -16,7 +16,7 @@ from studies.spec import DATASET_METRICS, StudySpec
 from studies.tables import ResultsTable, TrialRecord, build_results_table
 from studies.tables.dataset_notes import dataset_note
 
-__all__ = ["StudyResults", "planned_seeds", "study_results", "trial_records"]
+__all__ = ["StudyResults", "planned_seeds", "stored_metric_names", "study_results", "trial_records"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,20 @@ def trial_records(trials: Sequence[TrialView], metric: str | None = None) -> lis
     ]
 
 
+def stored_metric_names(trials: Sequence[TrialView]) -> list[str]:
+    """The metrics a results table can be built on: every key some trial stored as a number."""
+    return sorted({name for t in trials for name, value in t.metrics.items() if _is_number(value)})
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _value(trial: TrialView, metric: str | None) -> float | None:
     if metric is None:
         return trial.metric_value
     value = trial.metrics.get(metric)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return float(value) if _is_number(value) else None
 
 
 def planned_seeds(specs: Sequence[StudySpec]) -> dict[str, list[int]]:

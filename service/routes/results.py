@@ -7,12 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from service.errors import NoResultsError, UnknownDatasetError, error_responses
+from service.errors import NoResultsError, UnknownDatasetError, UnknownMetricError, error_responses
 from service.results_evidence import results_evidence
 from service.routes.sessions import ReadSessionDep
 from service.routes.text import StorableText
 from service.store import Phase, StudyView, get_study, list_studies, list_trials
-from service.study_results import planned_seeds, trial_records
+from service.study_results import planned_seeds, stored_metric_names, trial_records
 from studies.spec import DATASET_METRICS, StudySpec
 
 __all__ = ["router"]
@@ -35,7 +35,7 @@ _LOWER_IS_BETTER_HINTS = ("rmse", "mse", "mae", "loss", "perplexity", "error")
                 "text/html": {},
             }
         },
-        **error_responses(404),
+        **error_responses(404, 422),
     },
 )
 def read_results(
@@ -73,6 +73,8 @@ def read_results(
             + (f" in study {', '.join(s.id for s in studies)}" if studies else "")
             + ": submit a study (POST /studies) and wait for its final phase"
         )
+    if metric is not None and metric not in (known := stored_metric_names(trials)):
+        raise UnknownMetricError(metric, known)
     metric_name, higher_is_better = _metric(dataset, metric)
     records = trial_records(trials, metric)
     specs = [StudySpec.model_validate(s.spec) for s in studies]

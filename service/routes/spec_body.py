@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from service.errors import InvalidSpecError, SpecTooLargeError
 from service.routes.text import text_problem
 from service.settings import Settings
-from studies.spec import SpecFormatError, StudySpec, parse_spec_text
+from studies.spec import SpecFormatError, StudySpec, UnsupportedContentTypeError, parse_spec_text
 
 __all__ = ["MAX_SPEC_DEPTH", "json_problems", "read_spec"]
 
@@ -29,12 +29,14 @@ _MAX_PROBLEMS = 20  # enough to fix a spec in one go, bounded so the 422 stays s
 
 async def read_spec(request: Request, settings: Settings) -> StudySpec:
     """Parse and validate the body by its content type, with the server's study limits."""
+    content_type = request.headers.get("content-type")
+    _refuse_plain_text(content_type)
     body = await _read_capped(request, settings.max_spec_bytes)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecFormatError(f"the spec is not UTF-8 text: {exc}") from exc
-    data = _parse(text, request.headers.get("content-type"))
+    data = _parse(text, content_type)
     problems = json_problems(data)
     if problems:
         raise InvalidSpecError(problems)
@@ -46,6 +48,17 @@ async def read_spec(request: Request, settings: Settings) -> StudySpec:
         )
     except ValidationError as exc:
         raise InvalidSpecError.from_validation_error(exc) from exc
+
+
+def _refuse_plain_text(content_type: str | None) -> None:
+    """The API takes the media types its OpenAPI document lists (JSON, YAML; none is read as YAML).
+    The spec parser also reads text/plain, for files; a client that labels a spec so is guessing, and
+    the 415 names the types that work."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == "text/plain":
+        raise UnsupportedContentTypeError(
+            "unsupported content type 'text/plain': send the spec as application/json or application/yaml"
+        )
 
 
 async def _read_capped(request: Request, limit: int) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
 from service.errors import ClusterUnavailableError, error_responses
@@ -22,6 +22,7 @@ from service.store import (
     StudyView,
     TrialStatus,
     create_study,
+    create_study_once,
     get_study,
     list_studies,
     list_trials,
@@ -49,6 +50,38 @@ _SPEC_BODY = {
 }
 
 
+_REPLAYED_HEADER = "Idempotent-Replayed"
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[!-~]+$",  # visible ASCII, e.g. a UUID
+        description=(
+            "Makes a retried submission safe: the first POST with a key stores the study (201); a later one "
+            "with the same key and the same spec stores nothing and answers that study (200, header "
+            f"`{_REPLAYED_HEADER}: true`); the same key with another spec is a 422. Keys never expire."
+        ),
+    ),
+]
+
+_REPLAY_RESPONSE = {
+    200: {
+        "model": StudyOut,
+        "description": "Replay: an earlier POST with this Idempotency-Key and spec stored this study; "
+        "nothing new was stored",
+        "headers": {
+            _REPLAYED_HEADER: {
+                "description": "`true`: this answer repeats an earlier submission",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+        },
+    }
+}
+
+
 async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     """Parse and validate the body by its content type, with the server's study limits."""
     return await read_spec(request, settings)
@@ -60,7 +93,7 @@ async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     response_model=StudyOut,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
-    responses=error_responses(401, 413, 415, 422),
+    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422)},
     summary="Submit a study (stored as queued; the background loop starts it)",
 )
 def submit_study(
@@ -68,8 +101,15 @@ def submit_study(
     session: SessionDep,
     request: Request,
     response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> StudyOut:
-    study = create_study(session, spec=spec)
+    if idempotency_key is None:
+        study = create_study(session, spec=spec)
+    else:
+        study, created = create_study_once(session, spec=spec, idempotency_key=idempotency_key)
+        if not created:
+            response.status_code = status.HTTP_200_OK
+            response.headers[_REPLAYED_HEADER] = "true"
     response.headers["Location"] = str(request.url_for("read_study", study_id=study.id))
     return StudyOut.from_view(study)
 

@@ -8,6 +8,7 @@ keyword-only functions below; they return frozen value objects (histories: plain
 from service.store._epochs import record_trial_epoch, study_histories, trial_history
 from service.store._studies import (
     create_study,
+    create_study_once,
     get_study,
     list_studies,
     set_study_runtime,
@@ -17,6 +18,7 @@ from service.store._studies import (
 from service.store._trials import list_trials, record_trial
 from service.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from service.store.errors import (
+    IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
     InvalidTrialError,
     StoreError,
@@ -33,6 +35,7 @@ __all__ = [
     "ALLOWED_TRANSITIONS",
     "TERMINAL_STATUSES",
     "Base",
+    "IdempotencyKeyReusedError",
     "InvalidStatusTransitionError",
     "InvalidTrialError",
     "Phase",
@@ -49,6 +52,7 @@ __all__ = [
     "TrialStatus",
     "TrialView",
     "create_study",
+    "create_study_once",
     "get_study",
     "list_studies",
     "list_trials",

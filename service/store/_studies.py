@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.store.errors import InvalidStatusTransitionError, StudyNotFoundError
+from service.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
 from service.store.status import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATUSES,
@@ -23,6 +24,7 @@ from studies.spec import StudySpec
 
 __all__ = [
     "create_study",
+    "create_study_once",
     "get_study",
     "list_studies",
     "set_study_runtime",
@@ -31,7 +33,9 @@ __all__ = [
 ]
 
 
-def create_study(session: Session, *, spec: StudySpec | Mapping[str, Any]) -> StudyView:
+def create_study(
+    session: Session, *, spec: StudySpec | Mapping[str, Any], idempotency_key: str | None = None
+) -> StudyView:
     """Store a validated spec as a new QUEUED study (the background loop picks it up)."""
     if not isinstance(spec, StudySpec):
         spec = StudySpec.model_validate(spec)
@@ -44,11 +48,47 @@ def create_study(session: Session, *, spec: StudySpec | Mapping[str, Any]) -> St
         spec=spec.model_dump(mode="json"),
         status=StudyStatus.QUEUED.value,
         planned_trials=spec.planned_trials(),
+        idempotency_key=idempotency_key,
         created_at=now,
         updated_at=now,
     )
     session.add(row)
     session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def create_study_once(
+    session: Session, *, spec: StudySpec | Mapping[str, Any], idempotency_key: str
+) -> tuple[StudyView, bool]:
+    """The study stored under `idempotency_key`, created now if there is none: (study, created).
+
+    The same key with another spec raises IdempotencyKeyReusedError. Specs compare as validated (defaults
+    filled in), so the JSON and the YAML form of one spec are the same submission.
+    """
+    if not isinstance(spec, StudySpec):
+        spec = StudySpec.model_validate(spec)
+    existing = _study_with_key(session, spec, idempotency_key)
+    if existing is not None:
+        return existing, False
+    try:
+        # A savepoint: on PostgreSQL a concurrent request with the same key may commit first, and then
+        # this insert fails on the unique index while the transaction stays usable for the lookup below.
+        # (SQLite never gets here twice: BEGIN IMMEDIATE already serialised the two transactions.)
+        with session.begin_nested():
+            return create_study(session, spec=spec, idempotency_key=idempotency_key), True
+    except IntegrityError:
+        existing = _study_with_key(session, spec, idempotency_key)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _study_with_key(session: Session, spec: StudySpec, idempotency_key: str) -> StudyView | None:
+    row = session.scalars(select(Study).where(Study.idempotency_key == idempotency_key)).one_or_none()
+    if row is None:
+        return None
+    if row.spec != spec.model_dump(mode="json"):
+        raise IdempotencyKeyReusedError(idempotency_key, row.id)
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "IdempotencyKeyReusedError",
     "InvalidStatusTransitionError",
     "InvalidTrialError",
     "StoreError",
@@ -62,3 +63,15 @@ class TrialKeyConflictError(StoreError):
 
 class InvalidTrialError(StoreError, ValueError):
     """A trial record with a value outside its domain (unknown phase or status)."""
+
+
+class IdempotencyKeyReusedError(StoreError):
+    """An idempotency key already stored with a study of a different spec."""
+
+    def __init__(self, idempotency_key: str, study_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key '{idempotency_key}' was already used for study '{study_id}' with a different "
+            "spec; a key names one submission: send this spec under a new key"
+        )
+        self.idempotency_key = idempotency_key
+        self.study_id = study_id

@@ -68,6 +68,8 @@ class Study(Base):
     ray_job_id: Mapped[str | None] = mapped_column(String(128))
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64))
     mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64))
+    # The client's Idempotency-Key of the POST that created the study (None: sent without one).
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -35,7 +35,8 @@ def test_serve_starts_mlflow_ray_and_the_api_and_ctrl_c_stops_them_all(tmp_path)
         ready = httpx.get(f"{api}/readyz", timeout=10).json()
         assert ready["status"] == "ready" and ready["mlflow"]["reachable"] and ready["ray"]["reachable"]
         banner = log_path.read_text()
-        assert api in banner and env["NORMLAB_API_TOKEN"] in banner and "MLflow UI" in banner
+        assert api in banner and "MLflow UI" in banner and "token` prints it" in banner
+        assert env["NORMLAB_API_TOKEN"] not in banner  # where the token is, never the token
         assert _processes_mentioning(str(ray_temp)), "the Ray head should be running under its temp dir"
     finally:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends to the foreground group

@@ -1,21 +1,23 @@
-"""Fixtures for the service tests: a migrated database on SQLite and on the real PostgreSQL, an app
-wired to it with a fake dispatcher, and a valid spec to submit."""
+"""Fixtures for the service tests: a migrated database on SQLite and on a real PostgreSQL (the server at
+NORMLAB_TEST_POSTGRES_URL, or one the session starts when nothing listens there), an app wired to it with
+a fake dispatcher, and a valid spec to submit."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from service.app import create_app
 from service.settings import Settings
 from service.store import make_engine, upgrade_database
+from tests.service.postgres_server import SessionPostgres, postgres_for_tests
 
 POSTGRES_URL = os.environ.get(
     "NORMLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -38,6 +40,28 @@ budget: {epochs: 4, batch_size: 32}
 """
 
 
+@pytest.fixture(scope="session")
+def postgres_server(request: pytest.FixtureRequest) -> Iterator[SessionPostgres]:
+    """The PostgreSQL server of this test session (started only when a PostgreSQL test needs it)."""
+    with postgres_for_tests(POSTGRES_URL, announce=_terminal_line(request.config)) as server:
+        yield server
+
+
+def _terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """Write a line to the terminal past pytest's output capture (a fixture's prints would be swallowed)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None or capture is None:
+            print(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return write
+
+
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),
@@ -45,17 +69,19 @@ budget: {epochs: 4, batch_size: 32}
     ]
 )
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a fresh SQLite file, or a fresh schema on the real PostgreSQL server."""
+    """An empty database: a fresh SQLite file, or a fresh schema on a real PostgreSQL server."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'normlab.db'}"
         return
+    server_url = request.getfixturevalue("postgres_server").url
     schema = f"nl_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL)
+    admin = sa.create_engine(server_url)
     with admin.begin() as connection:
         connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
     try:
         # libpq `options` pins the search path, so every connection (Alembic's too) lives in the schema.
-        yield f"{POSTGRES_URL}?options={quote(f'-csearch_path={schema}')}"
+        in_schema = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield in_schema.render_as_string(hide_password=False)
     finally:
         with admin.begin() as connection:
             connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")

@@ -204,9 +204,13 @@ def test_token_never_creates_a_token_and_says_how_to_get_the_servers(monkeypatch
 def test_serve_hands_over_to_the_launcher(monkeypatch, tmp_path):
     calls = []
     fake = types.ModuleType("service.launcher")
-    fake.serve = lambda settings, demo=False: calls.append((settings.data_dir, demo))
+    fake.serve = lambda settings, demo=False, api_only=False: calls.append(
+        (settings.data_dir, demo, api_only)
+    )
     monkeypatch.setitem(sys.modules, "service.launcher", fake)
     monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
     result = runner.invoke(cli.app, ["serve", "--demo"])
     assert result.exit_code == 0, result.output
-    assert calls == [(tmp_path, True)]
+    result = runner.invoke(cli.app, ["serve", "--api-only"])
+    assert result.exit_code == 0, result.output
+    assert calls == [(tmp_path, True, False), (tmp_path, False, True)]

@@ -106,7 +106,7 @@ def test_posting_the_same_spec_as_json_stores_the_same_normalised_spec(client):
 
 
 @pytest.mark.parametrize(
-    "content_type", ["text/yaml", "application/x-yaml", "text/plain", "application/json; charset=utf-8"]
+    "content_type", ["text/yaml", "application/x-yaml", "application/json; charset=utf-8"]
 )
 def test_yaml_and_json_content_type_variants_are_accepted(client, content_type):
     body = json.dumps(SPEC) if "json" in content_type else QUICK_SPEC_YAML

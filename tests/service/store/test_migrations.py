@@ -19,7 +19,7 @@ def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url
     finally:
         engine.dispose()
     assert {"studies", "trials", "trial_epochs", "alembic_version"} <= tables
-    assert revision == "0002"
+    assert revision == "0003"
 
 
 def test_upgrading_twice_is_harmless(database_url):
