@@ -1,0 +1,163 @@
+"""The names a spec may use: datasets (and their families, metrics, corruptions), methods, models and
+their config fields. Names only, so the service validates specs without importing torch; tests keep them
+equal to the registries (workers.data, models)."""
+
+from __future__ import annotations
+
+import math
+from typing import Union
+
+# service can validate a spec without importing torch; a test checks the two stay in sync.
+KNOWN_DATASETS: tuple[str, ...] = (
+    "mnist",
+    "fashion_mnist",
+    "svhn",
+    "cifar10",
+    "cifar100",
+    "cifar10_c",
+    "ptb_pos",
+    "ptb_lm",
+    "sst2",
+    "energy",
+    "california_housing",
+    "digits",
+    "mnist_5k",
+    "rotten_tomatoes_vader",
+    "ptb_pos_sample",
+    "digits_c",
+    "fashion_mnist_c",
+    "ptb_lm_sample",
+    "cifar10_c_hendrycks",
+)
+
+# Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
+_DATASET_FAMILY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "mnist",
+            "fashion_mnist",
+            "svhn",
+            "cifar10",
+            "cifar100",
+            "cifar10_c",
+            "digits",
+            "mnist_5k",
+            "digits_c",
+            "fashion_mnist_c",
+            "cifar10_c_hendrycks",
+        ),
+        "image",
+    ),
+    **dict.fromkeys(
+        ("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"), "text"
+    ),
+    **dict.fromkeys(("energy", "california_housing"), "tabular"),
+}
+
+# Corruption eval sets each corruption dataset can build (workers.data.registry.DATASET_CORRUPTIONS; a
+# test keeps them equal): our numpy re-implementation of 8 CIFAR-10-C corruptions, or the 19 published ones.
+_OWN_CORRUPTIONS = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "gaussian_blur",
+    "motion_blur",
+    "brightness",
+    "contrast",
+)
+_PUBLISHED_CORRUPTIONS = (
+    *("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur"),
+    *("zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate"),
+    *("jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate"),
+)
+DATASET_CORRUPTIONS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("cifar10_c", "fashion_mnist_c", "digits_c"), _OWN_CORRUPTIONS),
+    "cifar10_c_hendrycks": _PUBLISHED_CORRUPTIONS,
+}
+
+# Primary metric of each dataset and whether higher is better (as workers.data.DATASETS declares them).
+_LOWER_IS_BETTER = {"ptb_lm": "perplexity", "ptb_lm_sample": "perplexity", "energy": "rmse"}
+_LOWER_IS_BETTER["california_housing"] = "rmse"
+DATASET_METRICS: dict[str, tuple[str, bool]] = {
+    name: (_LOWER_IS_BETTER[name], False) if name in _LOWER_IS_BETTER else ("accuracy", True)
+    for name in KNOWN_DATASETS
+}
+
+# Same names as models.methods.METHODS (kept here so studies.spec needs no torch).
+METHODS: tuple[str, ...] = (
+    "autonorm_s",
+    "autonorm",
+    "frozen_ln",
+    "dyt",
+    "random_selector",
+    "adanorm",
+    "film",
+)
+
+# Model names and presets of models.build_model that can train on a study dataset. `residual_mlp` (the
+# rank experiments) is left out on purpose: it has no task head, so every trial of a study would fail.
+KNOWN_MODELS: tuple[str, ...] = (
+    "vit_lite",
+    "vit_lite_paper",
+    "vit_lite_tiny",
+    "encoder",
+    "encoder_paper",
+    "encoder_tiny",
+    "tabular",
+    "tabular_paper",
+    "tabular_tiny",
+)
+# Backbone of each data family; a preset's backbone is the prefix of its name.
+_FAMILY_BACKBONE = {"image": "vit_lite", "text": "encoder", "tabular": "tabular"}
+_BACKBONE_FAMILY = {backbone: family for family, backbone in _FAMILY_BACKBONE.items()}
+_FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
+_FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
+
+# Config field names of each backbone's dataclass in models (TransformerConfig plus the task fields), so
+# overrides are checked here without torch; a test checks they equal dataclasses.fields of the real ones.
+_TRANSFORMER_FIELDS: tuple[str, ...] = (
+    "dim",
+    "depth",
+    "heads",
+    "mlp_ratio",
+    "dropout",
+    "drop_path",
+    "layer_scale_init",
+    "norm",
+    "norm_options",
+    "norm_placement",
+    "skip_scale",
+    "init_scale",
+    "activation",
+    "branch",
+)
+MODEL_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
+    "vit_lite": (*_TRANSFORMER_FIELDS, "image_size", "in_channels", "num_classes", "patch_size"),
+    "encoder": (*_TRANSFORMER_FIELDS, "vocab_size", "max_len", "num_classes", "head", "pad_id"),
+    "tabular": (*_TRANSFORMER_FIELDS, "num_features", "num_outputs"),
+}
+
+# Model fields a spec may not override: the method decides the norm ...
+_RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})
+# ... and the dataset decides the task fields (DatasetBundle.model_fields); an override would either be
+# replaced or break the model's fit to the data.
+DATASET_TASK_FIELDS: tuple[str, ...] = (
+    "image_size",
+    "in_channels",
+    "num_classes",
+    "vocab_size",
+    "max_len",
+    "head",
+    "pad_id",
+    "num_features",
+    "num_outputs",
+)
+
+JSON_CONTENT_TYPES = frozenset({"application/json"})
+YAML_CONTENT_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
+_LN2 = math.log(2.0)
+DEFAULT_NUM_SAMPLES = 8  # tuning trials per method when a compare study does not say
+
+# A knob value; null only where the knob is nullable (Knob.nullable), which _check_distribution enforces.
+Scalar = Union[bool, int, float, str, None]  # noqa: UP007 (pydantic reads the union at runtime on py3.10)

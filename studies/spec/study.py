@@ -1,0 +1,228 @@
+"""StudySpec: the whole study; its field validators here, its cross-field rules in studies.spec.rules."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from studies.spec.distributions import (
+    Distribution,
+    Fixed,
+    Grid,
+    _points,
+    _scalar_shorthand,
+    _Strict,
+    has_searchable_knobs,
+)
+from studies.spec.names import DEFAULT_NUM_SAMPLES, KNOWN_DATASETS, METHODS
+from studies.spec.rules import _default_tune_seed, rule_errors
+from studies.spec.sections import Budget, DataOptions, GridPoint, ModelSpec, Resources, SchedulerSpec
+
+
+class StudySpec(_Strict):
+    """A study: which methods to compare on which dataset, how to tune them and on which seeds."""
+
+    name: str = Field(min_length=1, max_length=120)
+    description: str | None = Field(None, max_length=4000)
+    dataset: str
+    kind: Literal["compare", "grid"] = "compare"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    methods: list[str] = Field(min_length=1)
+    # Knob distributions shared by every method; each knob must apply to every method.
+    search: dict[str, Distribution] = Field(default_factory=dict)
+    # Per-method knobs, added to (and overriding) `search` for that method only.
+    method_search: dict[str, dict[str, Distribution]] = Field(default_factory=dict)
+    # Tuning trials per method (kind: compare; None -> DEFAULT_NUM_SAMPLES); a mapping gives each method
+    # its own count. Grid studies leave it unset: every grid point runs on every seed.
+    num_samples: int | dict[str, int] | None = None
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    # Seeds of the final phase (or of every grid point): replicates, the same for every method.
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    # Seeds of the tune phase, disjoint from `seeds` so the configs are not picked on the seeds that then
+    # report them. None -> [max(seeds) + 1]. The tune phase runs every sample on the first (`tune_seed`).
+    tune_seeds: list[int] | None = Field(None, min_length=1, validate_default=True)
+    split_seed: int = Field(0, ge=0)  # fixes the train/val split for every trial of the study
+    budget: Budget = Field(default_factory=Budget)
+    data: DataOptions = Field(default_factory=DataOptions)  # corruption eval sets (cifar10_c & co)
+    resources: Resources = Field(default_factory=Resources)
+    max_failures: int = Field(1, ge=0, le=10)  # retries per trial after a crash
+    reference_method: str | None = None  # None: frozen_ln when compared, else the first method
+    # The paper's reported value per method, in the metric's own unit (accuracy as a fraction in [0, 1]).
+    paper_numbers: dict[str, float] = Field(default_factory=dict)
+    claim: str | None = Field(None, min_length=1, max_length=120)  # id of the catalog claim this study tests
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, name: str) -> str:
+        if not name.strip():
+            raise ValueError("name must not be blank")
+        return name.strip()
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, dataset: str) -> str:
+        if dataset not in KNOWN_DATASETS:
+            raise PydanticCustomError(
+                "unknown_dataset",
+                "unknown dataset '{dataset}'; known datasets: {known}",
+                {"dataset": dataset, "known": ", ".join(KNOWN_DATASETS)},
+            )
+        return dataset
+
+    @field_validator("methods")
+    @classmethod
+    def _known_unique_methods(cls, methods: list[str]) -> list[str]:
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise PydanticCustomError(
+                "unknown_method",
+                "unknown method(s) {unknown}; known methods: {known}",
+                {"unknown": ", ".join(unknown), "known": ", ".join(METHODS)},
+            )
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"methods must be unique, got {methods}")
+        return methods
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search_shorthand(cls, space: Any) -> Any:
+        return _scalar_shorthand(space)
+
+    @field_validator("method_search", mode="before")
+    @classmethod
+    def _method_search_shorthand(cls, spaces: Any) -> Any:
+        if not isinstance(spaces, Mapping):
+            return spaces
+        return {m: _scalar_shorthand(space) for m, space in spaces.items()}
+
+    @field_validator("num_samples")
+    @classmethod
+    def _positive_samples(cls, num_samples: int | dict[str, int] | None) -> int | dict[str, int] | None:
+        if num_samples is None:
+            return None
+        counts = num_samples.values() if isinstance(num_samples, dict) else [num_samples]
+        if any(c < 1 for c in counts):
+            raise ValueError(f"num_samples must be at least 1, got {num_samples}")
+        return num_samples
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be unique (they are replicates), got {seeds}")
+        if any(s < 0 or s >= 2**32 for s in seeds):
+            raise ValueError("seeds must lie in [0, 2**32)")
+        return seeds
+
+    @field_validator("tune_seeds", mode="before")
+    @classmethod
+    def _default_tune_seeds(cls, tune_seeds: Any, info: ValidationInfo) -> Any:
+        seeds = info.data.get("seeds")
+        if tune_seeds is not None or not seeds:  # without valid seeds, `seeds` reports the problem
+            return tune_seeds
+        return [_default_tune_seed(seeds)]
+
+    @field_validator("tune_seeds")
+    @classmethod
+    def _unique_tune_seeds(cls, tune_seeds: list[int] | None) -> list[int] | None:
+        if tune_seeds is None:
+            return None
+        if len(set(tune_seeds)) != len(tune_seeds):
+            raise ValueError(f"tune_seeds must be unique, got {tune_seeds}")
+        if any(s < 0 or s >= 2**32 for s in tune_seeds):
+            raise ValueError("tune_seeds must lie in [0, 2**32)")
+        return tune_seeds
+
+    @field_validator("claim")
+    @classmethod
+    def _known_claim(cls, claim: str | None, info: ValidationInfo) -> str | None:
+        # Checked where a submission is validated (the service passes a context); a stored spec re-read
+        # without one still loads, so a claim the catalog later renames cannot break a study's driver.
+        if claim is None or info.context is None:
+            return claim
+        from studies.catalog import claim_ids  # imported here: the catalog loads its specs with this module
+
+        if claim not in claim_ids():
+            raise PydanticCustomError(
+                "unknown_claim",
+                "unknown claim '{claim}'; catalog claims (studies/catalog/claims.yaml): {known}",
+                {"claim": claim, "known": ", ".join(claim_ids())},
+            )
+        return claim
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> StudySpec:
+        # Cross-field rules (studies.spec.rules), all collected so one response lists every problem with
+        # its field path.
+        limits = (info.context or {}).get("limits") if info.context else None
+        errors = rule_errors(self, limits)
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    @property
+    def tune_seed(self) -> int:
+        """The seed of every tune-phase trial and of the tuner's sampler: the first of `tune_seeds`."""
+        assert self.tune_seeds is not None, "validation fills tune_seeds in"
+        return self.tune_seeds[0]
+
+    @property
+    def reference(self) -> str:
+        """The method others are compared against: reference_method, else frozen_ln, else the first."""
+        if self.reference_method is not None:
+            return self.reference_method
+        return "frozen_ln" if "frozen_ln" in self.methods else self.methods[0]
+
+    def search_space_for(self, method: str) -> dict[str, Distribution]:
+        """The knob distributions of one method: `search` overlaid with `method_search[method]`."""
+        if method not in self.methods:
+            raise KeyError(f"method '{method}' is not in this study's methods {self.methods}")
+        return {**self.search, **self.method_search.get(method, {})}
+
+    def num_samples_for(self, method: str) -> int:
+        if method not in self.methods:
+            raise KeyError(f"method '{method}' is not in this study's methods {self.methods}")
+        if self.num_samples is None:
+            return DEFAULT_NUM_SAMPLES
+        return self.num_samples[method] if isinstance(self.num_samples, dict) else self.num_samples
+
+    def grid_points(self, method: str) -> list[GridPoint]:
+        """Every grid point of a method (kind: grid), in a stable order; fixed knobs ride along."""
+        if self.kind != "grid":
+            raise ValueError("grid_points applies to kind: grid studies")
+        space = self.search_space_for(method)
+        grid_knobs = [k for k, d in space.items() if isinstance(d, Grid)]
+        fixed = {k: _points(d)[0] for k, d in space.items() if isinstance(d, Fixed)}
+        points = []
+        for combo in itertools.product(*(_points(space[k]) for k in grid_knobs)):
+            values = dict(zip(grid_knobs, combo, strict=True))
+            label = ",".join(f"{k}={v}" for k, v in values.items()) or "base"
+            points.append(GridPoint(label=label, knobs={**fixed, **values}))
+        return points
+
+    def tunes(self, method: str) -> bool:
+        """Whether the tune phase runs for `method` (kind: compare): only when some knob is searchable."""
+        return self.kind == "compare" and has_searchable_knobs(self.search_space_for(method))
+
+    def planned_trials_by_phase(self) -> dict[str, int]:
+        if self.kind == "grid":
+            return {"grid": sum(len(self.grid_points(m)) for m in self.methods) * len(self.seeds)}
+        return {
+            # A method without searchable knobs goes straight to the final phase (as the driver does).
+            "tune": sum(self.num_samples_for(m) for m in self.methods if self.tunes(m)),
+            "final": len(self.methods) * len(self.seeds),
+        }
+
+    def planned_trials(self) -> int:
+        """How many trials the study runs in all phases together (ASHA-stopped trials included)."""
+        return sum(self.planned_trials_by_phase().values())
