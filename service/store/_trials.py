@@ -63,11 +63,11 @@ def record_trial(
         "phase": phase_value,
         "method": method,
         "group_label": group,
-        "config": _finite(dict(config)),
+        "config": _json_safe(dict(config)),
         "seed": seed,
         "status": status_value,
-        "metrics": _finite(dict(metrics)),
-        "metric_value": _finite(metric_value),
+        "metrics": _json_safe(dict(metrics)),
+        "metric_value": _json_safe(metric_value),
         "mlflow_run_id": mlflow_run_id,
         "error": error,
         "created_at": now,
@@ -126,13 +126,13 @@ def _domain(enum: type, value: Any, field: str) -> str:
         raise InvalidTrialError(f"trial {field} must be one of {allowed}, got {value!r}") from None
 
 
-def _finite(value: Any) -> Any:
+def _json_safe(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
         value = value.item()  # numpy scalars (float32 is not a float) become plain Python numbers
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [_json_safe(v) for v in value]
     return value

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from studies.numbers import finite_or_none
 from studies.tables.records import COMPLETED_STATUSES, row_label
 
 __all__ = ["DEFAULT_PLACEMENT", "EvidenceTrial", "finite_or_none"]
@@ -44,14 +44,6 @@ class EvidenceTrial:
             if _as_int(row.get("epoch")) == number:
                 return row
         return None
-
-
-def finite_or_none(value: Any) -> float | None:
-    """A plain float for a finite number (bools excluded), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _as_int(value: Any) -> int | None:

@@ -157,8 +157,7 @@ def _can_enable(dist: Distribution) -> bool:
 
 
 def has_searchable_knobs(space: Mapping[str, Distribution]) -> bool:
-    """Whether a tuner has anything to search: some knob is not fixed. The driver skips tuning otherwise
-    (workers.driver.search_space.has_searchable_knobs applies the same rule; a test keeps them equal)."""
+    """Whether a tuner has anything to search: some knob is not fixed. The driver skips tuning otherwise."""
     return any(not isinstance(dist, Fixed) for dist in space.values())
 
 

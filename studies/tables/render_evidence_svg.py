@@ -20,7 +20,8 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from studies.evidence import GATE_QUANTITIES
-from studies.tables.render_svg import _attr, _Axis, _axis, _finite, _rect, _text, _tick_label
+from studies.numbers import is_finite_number
+from studies.tables.render_svg import _attr, _Axis, _axis, _rect, _text, _tick_label
 
 if TYPE_CHECKING:
     from studies.evidence import (
@@ -296,11 +297,11 @@ def layer_gates_svg(gates: GateEvidence, quantity: GateQuantity) -> str:
 
 
 def _point_with_whisker(value: MeanInterval, x: float, y_axis: _Axis, colour: str, what: str) -> list[str]:
-    if not _finite(value.mean):
+    if not is_finite_number(value.mean):
         return []
     interval = ""
     parts = []
-    if _finite(value.ci_low) and _finite(value.ci_high):
+    if is_finite_number(value.ci_low) and is_finite_number(value.ci_high):
         y1, y2 = _clamped(y_axis, value.ci_low), _clamped(y_axis, value.ci_high)
         parts.append(
             f'<line class="whisker" x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" '
@@ -349,7 +350,7 @@ def rank_depth_svg(ranks: RankEvidence) -> str:
     parts += _y_grid(y_axis, left, left + plot_w)
     parts += _x_ticks(x_axis, top + plot_h, integer=True)
     for curve in ranks.groups:
-        points = [(p.depth, p.value.mean) for p in curve.points if _finite(p.value.mean)]
+        points = [(p.depth, p.value.mean) for p in curve.points if is_finite_number(p.value.mean)]
         parts.append(
             _polyline(
                 points,
@@ -364,7 +365,7 @@ def rank_depth_svg(ranks: RankEvidence) -> str:
         )
     for curve in ranks.placements:
         colour = colours[curve.placement]
-        points = [(p.depth, p.value.mean) for p in curve.points if _finite(p.value.mean)]
+        points = [(p.depth, p.value.mean) for p in curve.points if is_finite_number(p.value.mean)]
         parts.append(_polyline(points, x_axis, y_axis, colour, "placement-line", 2.5, 1.0, curve.label))
         for point in curve.points:
             parts += _point_with_whisker(

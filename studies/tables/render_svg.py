@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
 
+from studies.numbers import is_finite_number
 from studies.stats import BETTER, INSUFFICIENT_DATA, NO_SIGNIFICANT_DIFFERENCE, REFERENCE, WORSE
 from studies.tables.formatting import Formatter
 
@@ -88,7 +89,7 @@ def forest_plot_svg(table: ResultsTable) -> str:
             )
     parts += _grid(mean_axis, plot_top, plot_bottom, panel="mean", signed=False)
     parts += _grid(diff_axis, plot_top, plot_bottom, panel="diff", signed=True)
-    if reference_row is not None and _finite(reference_row.mean):
+    if reference_row is not None and is_finite_number(reference_row.mean):
         x = mean_axis.x(reference_row.mean)
         parts.append(
             f'<line class="reference-line" x1="{x:.1f}" y1="{plot_top}" x2="{x:.1f}" y2="{plot_bottom}" '
@@ -145,7 +146,7 @@ class _Axis:
 
 def _axis(values: list[float | None], left: float, right: float, target_ticks: int = 5) -> _Axis:
     """An axis that ends on nice ticks (1, 2 or 5 times a power of ten) and contains every finite value."""
-    finite = [v for v in values if _finite(v)]
+    finite = [v for v in values if is_finite_number(v)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if high - low <= 0.0:
         half = abs(low) * 0.05 or 0.5  # one value (or all equal): a small window around it
@@ -255,12 +256,12 @@ def _interval(
     n: int,
 ) -> list[str]:
     """A bar with end caps from low to high and a dot at the centre; a note where a number is missing."""
-    if not _finite(centre):
+    if not is_finite_number(centre):
         return [
             _text(axis.left + 6, y + 4, "insufficient data", fill=_MUTED, css="note", size=11, italic=True)
         ]
     parts = []
-    if _finite(low) and _finite(high):
+    if is_finite_number(low) and is_finite_number(high):
         x1, x2 = axis.x(low), axis.x(high)
         parts.append(
             f'<line class="{kind}-ci" x1="{x1:.1f}" y1="{y:.1f}" x2="{x2:.1f}" y2="{y:.1f}" '
@@ -276,7 +277,7 @@ def _interval(
         f'<circle class="{kind}" cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{colour}" stroke="#ffffff" '
         f'stroke-width="1"/>'
     )
-    if not (_finite(low) and _finite(high)):
+    if not (is_finite_number(low) and is_finite_number(high)):
         right_half = x > axis.middle
         parts.append(
             _text(
@@ -362,7 +363,3 @@ def _rect(x: float, y: float, w: float, h: float, fill: str, *, css: str, rx: fl
 
 def _attr(value: str) -> str:
     return escape(value, quote=True)
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

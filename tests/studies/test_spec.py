@@ -233,9 +233,7 @@ def test_a_method_with_nothing_to_search_plans_no_tuning_trials_like_the_driver(
     assert choice.planned_trials_by_phase() == {"tune": DEFAULT_NUM_SAMPLES, "final": 9}
 
 
-def test_the_searchable_knob_rule_is_the_drivers_rule():
-    from workers.driver.search_space import has_searchable_knobs as drivers_rule
-
+def test_a_space_is_searchable_when_some_knob_is_not_fixed():
     spaces = [
         {},
         {"lr": Fixed(type="fixed", value=1e-3)},
@@ -244,7 +242,6 @@ def test_the_searchable_knob_rule_is_the_drivers_rule():
         {"t_freeze": IntRange(type="int", low=1, high=3)},
         {"skip_scale": Uniform(type="uniform", low=0.5, high=1.0)},
     ]
-    assert [has_searchable_knobs(space) for space in spaces] == [drivers_rule(space) for space in spaces]
     assert [has_searchable_knobs(space) for space in spaces] == [False, False, True, True, True, True]
 
 

@@ -1,8 +1,8 @@
 """Where datasets live on disk: the download cache and the offline sources.
 
-Environment:
-    NORMLAB_DATA_DIR      data root (default ~/.normlab); downloaded arrays are cached in <root>/datasets
-    NORMLAB_OFFLINE_DATA  offline sources filled by scripts/install_offline_data.sh (default ~/.normlab/offline)
+Environment (read by workers.settings.WorkerSettings): NORMLAB_DATA_DIR, the data root (downloaded arrays
+are cached in <root>/datasets), and NORMLAB_OFFLINE_DATA, the offline sources that
+scripts/install_offline_data.sh fills.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+
+from workers.settings import WorkerSettings
 
 __all__ = [
     "FASHION_MNIST_SYSTEM_DIRS",
@@ -27,7 +29,7 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: an explicit `root` wins over NORMLAB_DATA_DIR, which wins over ~/.normlab."""
     if root is not None:
         return Path(root).expanduser()
-    return Path(os.environ.get("NORMLAB_DATA_DIR", "~/.normlab")).expanduser()
+    return WorkerSettings.from_env().data_dir
 
 
 def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:
@@ -37,7 +39,7 @@ def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:
 
 def offline_dir() -> Path:
     """Directory that scripts/install_offline_data.sh fills."""
-    return Path(os.environ.get("NORMLAB_OFFLINE_DATA", "~/.normlab/offline")).expanduser()
+    return WorkerSettings.from_env().offline_data_dir
 
 
 def installed_package_dir(package: str) -> Path | None:

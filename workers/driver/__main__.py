@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
-from pathlib import Path
 
 from service.store import make_engine
 from workers.driver.study import DriverContext, run_study
+from workers.settings import WorkerSettings
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -23,16 +22,14 @@ def main(argv: list[str] | None = None) -> None:
     # Ray stops a job (cancel) with SIGTERM: turn it into SystemExit so the MLflow parent run is closed.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    database_url = os.environ.get("DATABASE_URL")
-    tracking_uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if not database_url or not tracking_uri:
+    settings = WorkerSettings.from_env()
+    if not settings.database_url or not settings.tracking_uri:
         raise SystemExit("the driver needs DATABASE_URL and MLFLOW_TRACKING_URI in its environment")
-    data_dir = Path(os.environ.get("NORMLAB_DATA_DIR", Path.home() / ".normlab")).expanduser()
     ctx = DriverContext(
-        engine=make_engine(database_url),
-        database_url=database_url,
-        mlflow_tracking_uri=tracking_uri,
-        results_dir=data_dir / "ray_results" / args.study_id,
+        engine=make_engine(settings.database_url),
+        database_url=settings.database_url,
+        mlflow_tracking_uri=settings.tracking_uri,
+        results_dir=settings.data_dir / "ray_results" / args.study_id,
     )
     run_study(args.study_id, ctx)
 

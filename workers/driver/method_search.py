@@ -16,7 +16,6 @@ whatever its method or phase. The science is unchanged:
 
 from __future__ import annotations
 
-import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,6 +24,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.search.sample import Domain
+
+from studies.numbers import is_finite_number
 
 __all__ = ["MethodScheduler", "StudySearch"]
 
@@ -150,7 +151,7 @@ class StudySearch(Searcher):
 
     def _remember(self, trial_id: str, result: Mapping[str, Any] | None) -> None:
         value = (result or {}).get(self._metric)
-        if _finite(value):
+        if is_finite_number(value):
             self._last[trial_id] = float(value)
 
     def _better(self, value: float, than: float) -> bool:
@@ -214,7 +215,3 @@ class MethodScheduler(FIFOScheduler):
 
 def _constants(space: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in space.items() if not isinstance(v, Domain)}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -9,7 +9,7 @@ from ray import tune
 
 from studies.spec import Choice, Distribution, Fixed, Grid, IntRange, LogUniform, Uniform
 
-__all__ = ["has_searchable_knobs", "to_tune_space"]
+__all__ = ["to_tune_space"]
 
 
 def _to_tune(dist: Distribution) -> Any:
@@ -35,7 +35,3 @@ def _to_tune(dist: Distribution) -> Any:
 def to_tune_space(space: Mapping[str, Distribution]) -> dict[str, Any]:
     """Knob name -> Tune domain (or constant for fixed knobs)."""
     return {name: _to_tune(dist) for name, dist in space.items()}
-
-
-def has_searchable_knobs(space: Mapping[str, Distribution]) -> bool:
-    return any(not isinstance(dist, Fixed) for dist in space.values())

@@ -34,11 +34,12 @@ from service.store import (
     set_study_runtime,
     set_study_status,
 )
-from studies.spec import DATASET_METRICS, StudySpec
+from studies.numbers import is_finite_number
+from studies.spec import DATASET_METRICS, StudySpec, has_searchable_knobs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
-from workers.driver.search_space import has_searchable_knobs, to_tune_space
+from workers.driver.search_space import to_tune_space
 from workers.driver.trainable_entry import study_trial
 from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY, flatten_trial_config
 from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
@@ -289,7 +290,9 @@ def _trainable(plan: TrialPlan):
 
 def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
     """A new Tuner, or the interrupted one restored from its storage (driver restarted mid-phase)."""
-    if tune.Tuner.can_restore(str(path)):
+    # Tune writes tuner.pkl at once but its experiment state only from the first step on: a driver that
+    # died in between left nothing to restore (and Tuner.restore would fail), so that experiment starts anew.
+    if tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json")):
         log.info("resuming the Tune experiment at %s", path)
         return tune.Tuner.restore(
             str(path), trainable, resume_errored=True, param_space=kwargs.get("param_space")
@@ -429,14 +432,10 @@ def _reported_history(frame) -> list[dict[str, float]]:
         row = {
             k: v
             for k, v in record.items()
-            if k not in bookkeeping and not k.startswith(CONFIG_PREFIX + "/") and _finite_number(v)
+            if k not in bookkeeping and not k.startswith(CONFIG_PREFIX + "/") and is_finite_number(v)
         }
         rows.append(row)
     return rows
-
-
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _run_config(

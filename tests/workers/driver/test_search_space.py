@@ -4,7 +4,7 @@ import pytest
 from ray import tune
 
 from studies.spec import Choice, Fixed, Grid, IntRange, LogUniform, Uniform
-from workers.driver.search_space import has_searchable_knobs, to_tune_space
+from workers.driver.search_space import to_tune_space
 
 
 def test_each_distribution_maps_to_the_matching_tune_domain():
@@ -33,8 +33,3 @@ def test_integer_samples_stay_inside_the_declared_inclusive_range():
 def test_grid_distributions_are_refused_because_the_grid_phase_expands_them():
     with pytest.raises(ValueError, match="grid phase"):
         to_tune_space({"skip_scale": Grid(type="grid", values=[0.5, 1.0])})
-
-
-def test_a_space_of_fixed_knobs_has_nothing_to_search():
-    assert not has_searchable_knobs({"tau": Fixed(type="fixed", value=0.5)})
-    assert has_searchable_knobs({"tau": Uniform(type="uniform", low=0.1, high=1.0)})

@@ -1,0 +1,34 @@
+"""The worker side reads its environment in one place, with the service's defaults."""
+
+from pathlib import Path
+
+from service.settings import Settings
+from workers.settings import DEFAULT_DATA_DIR, WorkerSettings
+
+
+def test_the_environment_sets_every_path_and_service_address():
+    settings = WorkerSettings.from_env(
+        {
+            "NORMLAB_DATA_DIR": "/srv/normlab",
+            "NORMLAB_OFFLINE_DATA": "/srv/offline",
+            "DATABASE_URL": "postgresql+psycopg://db/normlab",
+            "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        }
+    )
+    assert settings == WorkerSettings(
+        data_dir=Path("/srv/normlab"),
+        offline_data_dir=Path("/srv/offline"),
+        database_url="postgresql+psycopg://db/normlab",
+        tracking_uri="http://mlflow:5000",
+    )
+
+
+def test_unset_or_empty_variables_fall_back_to_the_defaults():
+    settings = WorkerSettings.from_env({"NORMLAB_DATA_DIR": "", "DATABASE_URL": ""})
+    assert settings.data_dir == Path(DEFAULT_DATA_DIR).expanduser()
+    assert settings.offline_data_dir == Path(DEFAULT_DATA_DIR).expanduser() / "offline"
+    assert settings.database_url is None and settings.tracking_uri is None
+
+
+def test_the_workers_default_data_dir_is_the_services():
+    assert Settings.model_fields["data_dir"].default == Path(DEFAULT_DATA_DIR)

@@ -1,0 +1,42 @@
+"""What the worker side (a study's driver, its trial processes, the dataset registry) reads from the
+environment, read in this one place. `normlab serve` and the compose file set these variables for the
+jobs they start from the service's Settings (service/settings.py, whose defaults a test keeps equal).
+
+    NORMLAB_DATA_DIR      data root: Tune storage, dataset cache (default ~/.normlab)
+    NORMLAB_OFFLINE_DATA  offline dataset sources (default <NORMLAB_DATA_DIR default>/offline)
+    DATABASE_URL          the study database (the driver records trials there)
+    MLFLOW_TRACKING_URI   the MLflow server
+
+Plain Python: trial processes import it without pydantic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DEFAULT_DATA_DIR", "WorkerSettings"]
+
+DEFAULT_DATA_DIR = "~/.normlab"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    data_dir: Path
+    offline_data_dir: Path
+    database_url: str | None
+    tracking_uri: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
+        env = os.environ if environ is None else environ
+        return cls(
+            data_dir=Path(env.get("NORMLAB_DATA_DIR") or DEFAULT_DATA_DIR).expanduser(),
+            offline_data_dir=Path(
+                env.get("NORMLAB_OFFLINE_DATA") or f"{DEFAULT_DATA_DIR}/offline"
+            ).expanduser(),
+            database_url=env.get("DATABASE_URL") or None,
+            tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
+        )
