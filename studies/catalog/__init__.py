@@ -10,13 +10,10 @@ measured against what the paper says. This package imports neither torch nor Fas
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
-from studies.catalog.claims import PAPERS, Claim, Reported
+from studies.catalog.claims import CLAIMS_FILE, PAPERS, Claim, Reported, claim_ids, load_claims
 from studies.catalog.datasets import (
     STAND_IN_FOR,
     DatasetComparability,
@@ -47,7 +44,6 @@ __all__ = [
 ]
 
 CATALOG_DIR = Path(__file__).resolve().parent
-CLAIMS_FILE = CATALOG_DIR / "claims.yaml"
 SIZES: tuple[str, ...] = ("smoke", "paper")
 
 
@@ -56,26 +52,6 @@ class UnknownClaimError(KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of its argument
         return str(self.args[0])
-
-
-@cache
-def load_claims() -> dict[str, Claim]:
-    """Every claim of the catalog by id, in file order (validated; read once per process)."""
-    raw = yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8"))
-    entries = raw.get("claims") if isinstance(raw, dict) else None
-    if not isinstance(entries, list):
-        raise ValueError(f"{CLAIMS_FILE} must hold a mapping with a `claims:` list")
-    claims: dict[str, Claim] = {}
-    for entry in entries:
-        claim = Claim.model_validate(entry)
-        if claim.id in claims:
-            raise ValueError(f"{CLAIMS_FILE}: claim id '{claim.id}' appears twice")
-        claims[claim.id] = claim
-    return claims
-
-
-def claim_ids() -> tuple[str, ...]:
-    return tuple(load_claims())
 
 
 def get_claim(claim_id: str) -> Claim:

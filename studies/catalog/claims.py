@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from studies.claims import Check
@@ -45,3 +48,28 @@ class Claim(_Strict):
     reported: Reported
     check: Check
     notes: str | None = None  # choices the paper leaves open (margins, levels), made and stated here
+
+
+# The catalog's claims file. Reading it needs neither studies.spec nor the catalog's specs, so the spec
+# validator can check a study's `claim` against it without an import cycle.
+CLAIMS_FILE = Path(__file__).resolve().parent / "claims.yaml"
+
+
+@cache
+def load_claims() -> dict[str, Claim]:
+    """Every claim of the catalog by id, in file order (validated; read once per process)."""
+    raw = yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8"))
+    entries = raw.get("claims") if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{CLAIMS_FILE} must hold a mapping with a `claims:` list")
+    claims: dict[str, Claim] = {}
+    for entry in entries:
+        claim = Claim.model_validate(entry)
+        if claim.id in claims:
+            raise ValueError(f"{CLAIMS_FILE}: claim id '{claim.id}' appears twice")
+        claims[claim.id] = claim
+    return claims
+
+
+def claim_ids() -> tuple[str, ...]:
+    return tuple(load_claims())

@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from studies.catalog.claims import claim_ids
 from studies.spec.distributions import (
     Distribution,
     Fixed,
@@ -150,8 +151,6 @@ class StudySpec(_Strict):
         # without one still loads, so a claim the catalog later renames cannot break a study's driver.
         if claim is None or info.context is None:
             return claim
-        from studies.catalog import claim_ids  # imported here: the catalog loads its specs with this module
-
         if claim not in claim_ids():
             raise PydanticCustomError(
                 "unknown_claim",
