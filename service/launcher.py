@@ -297,7 +297,7 @@ def _run_demo(settings: Settings, api_token: str) -> None:
     """Submit the quick example once the API answers, follow it with a progress bar, print the table."""
     from importlib.resources import files
 
-    from service.cli import follow_study, print_results, submit_spec_text
+    from service.client import follow_study, print_results, submit_spec_text
     from service.processes import wait_until
 
     if not wait_until(lambda: http_ok(f"{settings.api_url}/healthz"), timeout=120):

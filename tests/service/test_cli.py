@@ -11,6 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import service.cli as cli
+import service.client as api_client
 from service.store import record_trial, session_scope, set_study_runtime, set_study_status
 from tests.service.conftest import API_TOKEN, QUICK_SPEC_YAML
 
@@ -31,13 +32,16 @@ def wired(monkeypatch, app, settings):
     monkeypatch.setenv("NORMLAB_API_URL", "http://normlab.test")
     monkeypatch.setenv("NORMLAB_API_TOKEN", API_TOKEN)
     monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(api_client, "console", Console(width=200))
     monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=200, stderr=True))
 
     def client(api_url, token):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return TestClient(app, base_url=api_url, headers=headers)
 
     monkeypatch.setattr(cli, "make_http_client", client)
+    monkeypatch.setattr(api_client, "make_http_client", client)
     return app
 
 
@@ -80,7 +84,7 @@ def test_submit_wait_follows_the_study_to_the_end_and_prints_the_results_table(
         if study["status"] == "queued":
             _finish(app_engine, study["id"])
 
-    monkeypatch.setattr(cli.time, "sleep", sleep)
+    monkeypatch.setattr(api_client.time, "sleep", sleep)
     result = runner.invoke(cli.app, ["submit", str(spec_file), "--wait", "--poll", "0"])
     assert result.exit_code == 0, result.output
     assert "succeeded" in result.output
@@ -95,7 +99,7 @@ def test_submit_wait_exits_non_zero_when_the_study_fails(wired, spec_file, clien
         with session_scope(app_engine) as session:
             set_study_status(session, study_id=study["id"], status="failed", error="driver died: OOM")
 
-    monkeypatch.setattr(cli.time, "sleep", sleep)
+    monkeypatch.setattr(api_client.time, "sleep", sleep)
     result = runner.invoke(cli.app, ["submit", str(spec_file), "--wait", "--poll", "0"])
     assert result.exit_code == 1
     assert "failed" in result.output and "driver died: OOM" in result.output
@@ -123,6 +127,7 @@ def test_an_unreachable_api_says_to_start_it(monkeypatch, tmp_path, spec_file):
     monkeypatch.setenv("NORMLAB_API_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("NORMLAB_API_TOKEN", "t")
     monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=200, stderr=True))
     result = runner.invoke(cli.app, ["status", "abc"])
     assert result.exit_code == 1
     assert "cannot reach the API at http://127.0.0.1:9" in result.output and "make run" in result.output
@@ -132,6 +137,7 @@ def test_submit_without_any_token_says_where_to_get_one(monkeypatch, tmp_path, s
     monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
     monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=200, stderr=True))
     result = runner.invoke(cli.app, ["submit", str(spec_file)])
     assert result.exit_code == 1 and "no API token" in result.output
 
@@ -194,6 +200,7 @@ def test_token_never_creates_a_token_and_says_how_to_get_the_servers(monkeypatch
     monkeypatch.delenv("NORMLAB_API_TOKEN", raising=False)
     monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(cli, "err_console", Console(width=400, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=400, stderr=True))
     result = runner.invoke(cli.app, ["token"])
     assert result.exit_code == 1
     assert "make run" in result.output and "NORMLAB_API_TOKEN" in result.output

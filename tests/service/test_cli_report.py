@@ -11,6 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import service.cli as cli
+import service.client as api_client
 from service.store import record_trial, session_scope
 from studies.catalog import spec_path
 from tests.service.conftest import API_TOKEN, AUTH
@@ -25,13 +26,16 @@ def wired(monkeypatch, app, settings):
     monkeypatch.setenv("NORMLAB_API_URL", "http://normlab.test")
     monkeypatch.setenv("NORMLAB_API_TOKEN", API_TOKEN)
     monkeypatch.setattr(cli, "console", Console(width=200))
+    monkeypatch.setattr(api_client, "console", Console(width=200))
     monkeypatch.setattr(cli, "err_console", Console(width=200, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=200, stderr=True))
 
     def client(api_url, token):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return TestClient(app, base_url=api_url, headers=headers)
 
     monkeypatch.setattr(cli, "make_http_client", client)
+    monkeypatch.setattr(api_client, "make_http_client", client)
     return app
 
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import service.cli as cli
+import service.client as api_client
 from tests.service.conftest import QUICK_SPEC_YAML
 
 runner = CliRunner()
@@ -19,11 +20,13 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("NORMLAB_API_URL", "http://normlab.test")
     monkeypatch.setenv("NORMLAB_API_TOKEN", "t")
     monkeypatch.setattr(cli, "err_console", Console(width=1000, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=1000, stderr=True))
 
     def no_network(api_url, token):
         raise AssertionError("an invalid spec must not be sent")
 
     monkeypatch.setattr(cli, "make_http_client", no_network)
+    monkeypatch.setattr(api_client, "make_http_client", no_network)
 
 
 def _submit(tmp_path, text: str, name: str = "spec.yaml"):

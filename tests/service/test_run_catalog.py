@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-import service.cli as cli
+import service.client as cli
 from service.store import record_trial, session_scope, set_study_runtime, set_study_status
 from tests.service.conftest import API_TOKEN
 

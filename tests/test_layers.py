@@ -1,0 +1,131 @@
+"""The layers of docs/architecture.md, checked on the imports of every product module.
+
+    models    torch only: knows nothing of studies, workers or service
+    studies   the science in plain Python (spec, stats, tables, catalog, reports): no other layer
+    workers   training, data, tracking and the study driver: models and studies; of the service, only the
+              study driver reaches the shared store (service.store, and service.study_results to save
+              the results with the study's MLflow run); trial processes never touch the database
+    service   the API, the CLI, the local stack: studies, never models or workers (the API stays torch-free)
+
+And no import cycle between product modules. Imports anywhere in a module count (a function-level import
+is still a dependency); imports under `if TYPE_CHECKING:` do not (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("models", "studies", "workers", "service")
+DRIVER_MAY_IMPORT = {"service.store", "service.study_results"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path
+        for layer in LAYERS
+        for path in (ROOT / layer).rglob("*.py")
+        if "versions" not in path.parts  # alembic migration scripts: loaded by alembic, not imported
+    }
+
+
+MODULES = _modules()
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def imports_of(path: Path) -> set[str]:
+    """Product modules `path` imports at run time (a package counts as its __init__)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _is_type_checking_block(node):
+            for child in node.orelse:  # type: ignore[attr-defined]
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {name for name in found if name.split(".")[0] in LAYERS}
+
+
+GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def _layer_violation(module: str, target: str) -> str | None:
+    source, dest = module.split(".")[0], target.split(".")[0]
+    if source == dest:
+        return None
+    if source == "models":
+        return "models imports only torch and itself"
+    if source == "studies":
+        return "studies imports no other layer"
+    if source == "service" and dest in ("models", "workers"):
+        return "the service never imports models or workers (the API stays torch-free)"
+    if source == "workers" and dest == "service":
+        if module.startswith("workers.driver") and any(
+            target == allowed or target.startswith(allowed + ".") for allowed in DRIVER_MAY_IMPORT
+        ):
+            return None
+        return f"of the service, only workers.driver may import {sorted(DRIVER_MAY_IMPORT)}"
+    return None
+
+
+def test_every_import_follows_the_layers():
+    violations = [
+        f"{module} imports {target}: {why}"
+        for module, targets in sorted(GRAPH.items())
+        for target in sorted(targets)
+        if (why := _layer_violation(module, target)) is not None
+    ]
+    assert violations == []
+
+
+def test_no_product_module_takes_part_in_an_import_cycle():
+    # A package's __init__ importing its own submodules is how packages re-export, not a cycle.
+    def edges(module: str) -> set[str]:
+        return {t for t in GRAPH.get(module, ()) if t in GRAPH and not module.startswith(t + ".")}
+
+    cycles: set[tuple[str, ...]] = set()
+    for start in GRAPH:
+        stack = [(start, (start,))]
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges(node):
+                if nxt == start:
+                    turn = path.index(min(path))
+                    cycles.add(path[turn:] + path[:turn])
+                elif nxt not in path and len(path) < 8:
+                    stack.append((nxt, (*path, nxt)))
+    assert sorted(" -> ".join(cycle) for cycle in cycles) == []
+
+
+@pytest.mark.parametrize("rule", ["models", "studies", "service", "workers"])
+def test_the_checks_catch_a_violation(rule):
+    bad = {
+        "models": ("models.build", "studies.spec"),
+        "studies": ("studies.stats", "workers.training"),
+        "service": ("service.app", "models.norms"),
+        "workers": ("workers.training.loop", "service.store"),
+    }[rule]
+    assert _layer_violation(*bad) is not None
