@@ -2,8 +2,12 @@
 
 A synchronous `log_metrics` costs ~85 ms against a local SQLite-backed server, which would dominate short
 epochs; here the training thread only enqueues, and a background thread sends `MlflowClient.log_batch`
-calls. Tracking must never kill training: failed deliveries are kept and retried at the next flush, and
-the run is resolved lazily, so a server that is down at trial start only delays logging.
+calls. Tracking is best-effort and must never hold training up: failed deliveries are kept and retried at
+the next flush, the run is resolved lazily (a server that is down at trial start only delays logging),
+and closing waits for MLflow at most CLOSE_TIMEOUT_S. With a spool directory every metric and the closing
+status are also journaled on the node's disk (workers.tracking_spool), so what MLflow has not taken when
+the trial ends is delivered later: by the tracker's thread while the process lives, else by
+workers.tracking_delivery.
 """
 
 from __future__ import annotations
@@ -11,25 +15,37 @@ from __future__ import annotations
 import contextlib
 import logging
 import numbers
+import os
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, ViewType
+from mlflow.entities import Metric, Param, Run, ViewType
 from mlflow.tracking import MlflowClient
 
+from workers.tracking_deadline import call_with_deadline
+from workers.tracking_spool import RunJournal, TrialRunIdentity
 from workers.training.config import ORCHESTRATION_KEYS
 
 __all__ = [
+    "CLOSE_TIMEOUT_S",
+    "LOOKUP_TIMEOUT_S",
+    "SPOOL_DIR_KEY",
     "TRIAL_KEY_TAG",
     "TrialTracker",
+    "close_trackers",
     "finalize_trial_run",
     "find_trial_run",
+    "get_or_create_trial_run",
+    "history_metrics",
+    "log_missing_params",
     "tracker_from_trial_config",
     "trial_params",
+    "trial_run_identity",
     "trial_tags",
 ]
 
@@ -45,6 +61,17 @@ MAX_PARAM_VALUE_LENGTH = 6000
 _NOT_PARAMS = ORCHESTRATION_KEYS
 # Metric history key probed to find which epochs a resumed run already holds (present in every report).
 _PROBE_METRIC = "objective"
+# The trial config key naming the node's spool directory (set by the driver; absent: no journal).
+SPOOL_DIR_KEY = "mlflow_spool_dir"
+# How long a trial's end may wait for MLflow to take its last metrics and status; the rest is delivered in
+# the background (and is on disk when a spool directory is set).
+CLOSE_TIMEOUT_S = 5.0
+# How long a run lookup may keep its caller (the driver's event loop records finished trials) waiting.
+LOOKUP_TIMEOUT_S = 5.0
+# After its trial closed, a tracker retries an unreachable MLflow with this backoff for at most
+# `background_delivery_s`, then leaves its journal to workers.tracking_delivery.
+_RETRY_FIRST_S = 2.0
+_RETRY_MAX_S = 60.0
 
 
 def trial_tags(config: Mapping[str, Any]) -> dict[str, str]:
@@ -77,18 +104,66 @@ def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
     return params
 
 
-def find_trial_run(client: MlflowClient, experiment_id: str, trial_key: str) -> Any | None:
-    """The oldest active run of `experiment_id` tagged with `trial_key`, or None."""
+def find_trial_run(
+    client: MlflowClient, experiment_id: str, trial_key: str, *, timeout_s: float | None = LOOKUP_TIMEOUT_S
+) -> Run | None:
+    """The oldest active run of `experiment_id` tagged with `trial_key`, or None.
+
+    Raises workers.tracking_deadline.TrackingTimeoutError when MLflow does not answer within `timeout_s`
+    (None: wait as long as MLflow's client does, for callers that run in a thread of their own).
+    """
     if "'" in trial_key or "\\" in trial_key:
         raise ValueError(f"trial_key must not contain quotes or backslashes: {trial_key!r}")
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{TRIAL_KEY_TAG}` = '{trial_key}'",
-        run_view_type=ViewType.ACTIVE_ONLY,
-        max_results=10,
-        order_by=["attributes.start_time ASC"],
-    )
+
+    def search() -> list[Run]:
+        return client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{TRIAL_KEY_TAG}` = '{trial_key}'",
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=10,
+            order_by=["attributes.start_time ASC"],
+        )
+
+    runs = search() if timeout_s is None else call_with_deadline(client, search, timeout_s=timeout_s)
     return runs[0] if runs else None
+
+
+def get_or_create_trial_run(
+    client: MlflowClient,
+    experiment_id: str,
+    trial_key: str,
+    tags: Mapping[str, str],
+    *,
+    lookup_timeout_s: float | None = None,
+) -> tuple[Run, bool]:
+    """The trial's run (found by its trial_key tag) or a new one with `tags`; True when created here.
+    `lookup_timeout_s` bounds the lookup (find_trial_run), which tells whether MLflow answers at all."""
+    run = find_trial_run(client, experiment_id, trial_key, timeout_s=lookup_timeout_s)
+    if run is not None:
+        return run, False
+    return client.create_run(experiment_id, tags=dict(tags), run_name=trial_key), True
+
+
+def log_missing_params(client: MlflowClient, run: Run, params: Mapping[str, str]) -> None:
+    """Send the params `run` does not have yet (MLflow params are immutable: an existing key is kept)."""
+    existing = run.data.params
+    missing = [Param(k, v) for k, v in params.items() if k not in existing]
+    for start in range(0, len(missing), MAX_PARAMS_PER_BATCH):
+        client.log_batch(run.info.run_id, params=missing[start : start + MAX_PARAMS_PER_BATCH])
+
+
+def history_metrics(
+    history: Sequence[Mapping[str, Any]], *, step_key: str = "epoch", timestamp_ms: int | None = None
+) -> list[Metric]:
+    """The numeric entries of per-epoch reports as metrics, each at its report's `step_key`."""
+    timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+    return [
+        Metric(key=k, value=float(v), timestamp=timestamp, step=int(metrics[step_key]))
+        for metrics in history
+        if step_key in metrics
+        for k, v in metrics.items()
+        if _is_number(v)
+    ]
 
 
 @dataclass
@@ -97,9 +172,7 @@ class _Flush:
     ok: bool = False
 
 
-@dataclass
-class _Stop:
-    status: str
+_WAKE = object()  # queued by begin_close so the sender thread notices the close at once
 
 
 class TrialTracker:
@@ -109,6 +182,11 @@ class TrialTracker:
     Get-or-create by the trial_key tag makes a restarted trial continue its run; epochs the run already
     holds are not logged again, and `backfill(history)` re-sends the epochs it is missing (those queued
     when the previous process died).
+
+    `close` waits for MLflow at most its timeout. What MLflow has not taken by then stays with the sender
+    thread, which keeps retrying in the background for up to `background_delivery_s` while the process
+    lives; with a `spool_dir` it is also in the tracker's journal there, which the thread removes once
+    the run holds everything and its status, and which workers.tracking_delivery delivers otherwise.
     """
 
     def __init__(
@@ -122,8 +200,11 @@ class TrialTracker:
         flush_interval_s: float = 2.0,
         max_queue: int = 10_000,
         max_pending: int = 100_000,
+        spool_dir: str | os.PathLike[str] | None = None,
+        background_delivery_s: float = 600.0,
         client: MlflowClient | None = None,
     ) -> None:
+        self.tracking_uri = tracking_uri
         self.experiment_id = str(experiment_id)
         self.trial_key = trial_key
         self.tags = dict(tags or {})
@@ -131,6 +212,8 @@ class TrialTracker:
         self.params = dict(params or {})
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
+        self.spool_dir = spool_dir
+        self.background_delivery_s = background_delivery_s
         self._client = client or MlflowClient(tracking_uri=tracking_uri)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._incoming: list[Metric] = []  # received from the training thread, not yet checked for repeats
@@ -143,6 +226,9 @@ class TrialTracker:
         self._thread: threading.Thread | None = None
         self._failing = False
         self._dropped = 0
+        self._journal: RunJournal | None = None
+        self._close_status: str | None = None
+        self._closed = threading.Event()  # set once the run holds everything and its status
 
     # ----- public API (training thread) ---------------------------------------------------------------
 
@@ -156,10 +242,16 @@ class TrialTracker:
         """True when this tracker created the run, False when it continued an existing one."""
         return self._created
 
+    @property
+    def journal_path(self) -> Path | None:
+        """This tracker's journal in the spool directory (None without a spool directory)."""
+        return self._journal.path if self._journal is not None else None
+
     def start(self, *, resolve_timeout_s: float = 10.0) -> TrialTracker:
         """Start the background thread and wait up to `resolve_timeout_s` for the run to be resolved (0: return
         at once and let the thread create the run meanwhile). Never raises on outage."""
         if self._thread is None:
+            self._open_journal()
             self._thread = threading.Thread(target=self._work, name=f"mlflow-{self.trial_key}", daemon=True)
             self._thread.start()
         if resolve_timeout_s > 0:
@@ -176,6 +268,7 @@ class TrialTracker:
             for key, value in metrics.items()
             if _is_number(value)
         ]
+        self._write_journal(lambda journal: journal.append_metrics(batch))
         try:
             self._queue.put_nowait(batch)
         except queue.Full:
@@ -197,21 +290,37 @@ class TrialTracker:
             return False
         return request.done.wait(timeout_s) and request.ok
 
-    def close(self, status: str = "FINISHED", *, timeout_s: float = 30.0) -> bool:
-        """Flush, mark the run `status` (FINISHED, FAILED, KILLED) and stop the thread; True on success."""
+    def close(self, status: str = "FINISHED", *, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+        """Deliver what is queued and mark the run `status` (FINISHED, FAILED, KILLED), waiting at most
+        `timeout_s`; True when MLflow took it all in time (else the thread goes on in the background)."""
+        self.begin_close(status)
+        return self.wait_closed(timeout_s)
+
+    def begin_close(self, status: str) -> None:
+        """Record `status` (in the journal, synced) and tell the thread to finish; returns at once."""
+        if self._thread is None or self._close_status is not None:
+            return
+        self._close_status = status
+        self._write_journal(lambda journal: journal.record_status(status))
+        with contextlib.suppress(queue.Full):  # a full queue wakes the thread anyway
+            self._queue.put_nowait(_WAKE)
+
+    def wait_closed(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the run to hold everything and its status; True when it does."""
         if self._thread is None:
             return False
-        with contextlib.suppress(queue.Full):  # a wedged thread is reported below, not raised
-            self._queue.put(_Stop(status), timeout=timeout_s)
-        self._thread.join(timeout_s)
+        if self._closed.wait(max(0.0, timeout_s)):
+            return True
         undelivered = len(self._pending) + len(self._incoming)
-        delivered = not self._thread.is_alive() and not undelivered and not self._failing
-        if not delivered:
-            logger.warning(
-                "MLflow run of trial %s closed with %d metrics undelivered", self.trial_key, undelivered
-            )
-        self._thread = None
-        return delivered
+        kept = f"journaled in {self._journal.path}" if self._journal is not None else "kept in memory"
+        logger.warning(
+            "MLflow has not taken the run of trial %s in time (%d metrics and the status pending): %s, "
+            "delivered in the background",
+            self.trial_key,
+            undelivered,
+            kept,
+        )
+        return False
 
     def __enter__(self) -> TrialTracker:
         return self.start()
@@ -228,16 +337,12 @@ class TrialTracker:
                 item = self._queue.get(timeout=self.flush_interval_s)
             except queue.Empty:
                 item = None
-            if isinstance(item, _Stop):
-                self._deliver()
-                self._terminate(item.status)
-                return
             if isinstance(item, _Flush):
                 item.ok = self._deliver()
                 item.done.set()
                 last_delivery = time.monotonic()
                 continue
-            if item:
+            if isinstance(item, list) and item:
                 for entry in item:
                     if isinstance(entry, _BackfillRequest):
                         self._backfill = (
@@ -247,6 +352,9 @@ class TrialTracker:
                     else:
                         self._incoming.append(entry)
                 self._bound_queued()
+            if self._close_status is not None and self._queue.empty():
+                self._finish(self._close_status)
+                return
             due = time.monotonic() - last_delivery >= self.flush_interval_s
             if due or len(self._incoming) >= MAX_METRICS_PER_BATCH:
                 self._deliver()
@@ -281,23 +389,36 @@ class TrialTracker:
         self._failing = False
         return True
 
+    def _finish(self, status: str) -> None:
+        """After close: deliver and terminate, retrying with backoff while MLflow is unreachable."""
+        give_up_at = time.monotonic() + self.background_delivery_s
+        delay = _RETRY_FIRST_S
+        while not (self._deliver() and self._terminate(status)):
+            if time.monotonic() + delay > give_up_at:
+                where = f"left in {self._journal.path}" if self._journal is not None else "lost"
+                logger.warning(
+                    "MLflow run of trial %s not completed: its metrics are %s", self.trial_key, where
+                )
+                self._end_journal(discard=False)
+                return
+            time.sleep(delay)
+            delay = min(2 * delay, _RETRY_MAX_S)
+        # Metrics dropped from memory (a queue overflow) are still in the journal: leave it to a delivery.
+        self._end_journal(discard=not self._dropped)
+        self._closed.set()
+
     def _resolve_run(self) -> None:
-        run = find_trial_run(self._client, self.experiment_id, self.trial_key)
-        if run is None:
-            run = self._client.create_run(self.experiment_id, tags=self.tags, run_name=self.trial_key)
-            self._created = True
-        else:
+        run, self._created = get_or_create_trial_run(
+            self._client, self.experiment_id, self.trial_key, self.tags
+        )
+        if not self._created:
             if run.info.status != "RUNNING":
                 self._client.update_run(run.info.run_id, status="RUNNING")
             # A restarted trial recomputes epochs after its last Tune checkpoint; epochs the run already
             # holds are not logged twice (on CPU the recomputed values are identical anyway).
             history = self._client.get_metric_history(run.info.run_id, _PROBE_METRIC)
             self._held_steps = {m.step for m in history}
-        existing = run.data.params
-        # Params are immutable in MLflow: only send the ones this run does not have yet.
-        missing = [Param(k, v) for k, v in self.params.items() if k not in existing]
-        for start in range(0, len(missing), MAX_PARAMS_PER_BATCH):
-            self._client.log_batch(run.info.run_id, params=missing[start : start + MAX_PARAMS_PER_BATCH])
+        log_missing_params(self._client, run, self.params)
         self._run_id = run.info.run_id
 
     def _queue_backfill(self) -> None:
@@ -316,15 +437,59 @@ class TrialTracker:
         self._held_steps.update(m.step for m in missing)
         self._pending[:0] = missing
         self._backfill = None
+        self._write_journal(lambda journal: journal.append_metrics(missing))
 
-    def _terminate(self, status: str) -> None:
+    def _terminate(self, status: str) -> bool:
         if self._run_id is None:
-            return
+            return False
         try:
             self._client.set_terminated(self._run_id, status=status)
         except Exception as error:
-            logger.warning("could not mark MLflow run %s %s: %s", self._run_id, status, error)
+            if not self._failing:
+                logger.warning("could not mark MLflow run %s %s: %s", self._run_id, status, error)
             self._failing = True
+            return False
+        return True
+
+    # ----- journal ------------------------------------------------------------------------------------
+
+    def _open_journal(self) -> None:
+        if self.spool_dir is None:
+            return
+        identity = TrialRunIdentity(
+            tracking_uri=str(self.tracking_uri or ""),
+            experiment_id=self.experiment_id,
+            trial_key=self.trial_key,
+            tags=self.tags,
+            params=self.params,
+        )
+        try:
+            self._journal = RunJournal.create(self.spool_dir, identity)
+        except OSError as error:
+            logger.warning(
+                "no MLflow spool for trial %s (%s): tracking stays in memory", self.trial_key, error
+            )
+
+    def _write_journal(self, write: Callable[[RunJournal], None]) -> None:
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            write(journal)
+        except OSError as error:  # a full or failing disk must not stop training: go on in memory
+            logger.warning(
+                "MLflow spool of trial %s failed (%s): tracking stays in memory", self.trial_key, error
+            )
+            self._journal = None
+            with contextlib.suppress(OSError):
+                journal.release()
+
+    def _end_journal(self, *, discard: bool) -> None:
+        journal, self._journal = self._journal, None
+        if journal is None:
+            return
+        with contextlib.suppress(OSError):
+            journal.discard() if discard else journal.release()
 
     def _bound_queued(self) -> None:
         excess = len(self._pending) + len(self._incoming) - self.max_pending
@@ -348,16 +513,43 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real)
 
 
-def tracker_from_trial_config(config: Mapping[str, Any], **options: Any) -> TrialTracker | None:
-    """A tracker for the trial, or None when the config names no MLflow server/experiment."""
+def close_trackers(
+    trackers: Iterable[TrialTracker], status: str, *, timeout_s: float = CLOSE_TIMEOUT_S
+) -> bool:
+    """Close several trackers (the seeds of one trial) within ONE bound; True when MLflow took them all."""
+    trackers = list(trackers)
+    for tracker in trackers:
+        tracker.begin_close(status)
+    deadline = time.monotonic() + timeout_s
+    return all([tracker.wait_closed(deadline - time.monotonic()) for tracker in trackers])
+
+
+def trial_run_identity(config: Mapping[str, Any]) -> TrialRunIdentity | None:
+    """The trial's run as its config names it, or None when the config names no MLflow server/experiment."""
     if not config.get("mlflow_tracking_uri") or config.get("mlflow_experiment_id") in (None, ""):
         return None
-    return TrialTracker(
+    return TrialRunIdentity(
         tracking_uri=str(config["mlflow_tracking_uri"]),
         experiment_id=str(config["mlflow_experiment_id"]),
         trial_key=str(config["trial_key"]),
         tags=trial_tags(config),
         params=trial_params(config),
+    )
+
+
+def tracker_from_trial_config(config: Mapping[str, Any], **options: Any) -> TrialTracker | None:
+    """A tracker for the trial (journaling to the config's spool directory, if any), or None when the config
+    names no MLflow server/experiment."""
+    identity = trial_run_identity(config)
+    if identity is None:
+        return None
+    options.setdefault("spool_dir", config.get(SPOOL_DIR_KEY) or None)
+    return TrialTracker(
+        tracking_uri=identity.tracking_uri,
+        experiment_id=identity.experiment_id,
+        trial_key=identity.trial_key,
+        tags=identity.tags,
+        params=identity.params,
         **options,
     )
 
@@ -383,14 +575,7 @@ def finalize_trial_run(
         return None
     run_id = run.info.run_id
     held = {m.step for m in client.get_metric_history(run_id, _PROBE_METRIC)}
-    timestamp = int(time.time() * 1000)
-    missing = [
-        Metric(key=k, value=float(v), timestamp=timestamp, step=int(metrics[step_key]))
-        for metrics in history
-        if step_key in metrics and int(metrics[step_key]) not in held
-        for k, v in metrics.items()
-        if _is_number(v)
-    ]
+    missing = [m for m in history_metrics(history, step_key=step_key) if m.step not in held]
     for start in range(0, len(missing), MAX_METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=missing[start : start + MAX_METRICS_PER_BATCH])
     if run.info.status == "RUNNING":

@@ -5,7 +5,9 @@
 Each epoch the loop writes an atomic checkpoint into a private directory that Tune copies to its storage
 on `tune.report(..., checkpoint=...)`; after a restart `tune.get_checkpoint()` brings it back and the loop
 resumes after the last reported epoch. MLflow gets one child run per trial (get-or-create by trial_key), so
-a restarted trial continues the same run.
+a restarted trial continues the same run. Tracking never holds a trial's end up for long: closing the run
+waits for MLflow at most workers.tracking.CLOSE_TIMEOUT_S, the rest is journaled in the node's spool
+(`mlflow_spool_dir`), and each trial process first delivers, in the background, what earlier ones left there.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 import torch
 
 from workers.driver.trial_keys import PER_SEED_KEY
-from workers.tracking import TrialTracker, tracker_from_trial_config
+from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
+from workers.tracking_delivery import start_spool_delivery
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
 
 __all__ = [
@@ -49,6 +52,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
         tracker = tracker_from_trial_config(config)
         if tracker is not None:
+            _deliver_spool_in_background(config)
             # Not waited for: the tracker's thread finds or creates the run while the data and model load.
             tracker.start(resolve_timeout_s=0)
             if restored is not None:
@@ -100,6 +104,7 @@ def train_seed_batch_trial(config: dict[str, Any]) -> None:
         if restored is not None:
             with restored.as_directory() as restored_dir:
                 shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
+        _deliver_spool_in_background(single)
         for seed, key in keys.items():
             tracker = tracker_from_trial_config({**single, "seed": seed, "trial_key": key})
             if tracker is None:
@@ -147,8 +152,14 @@ def _is_number(value: Any) -> bool:
 
 
 def _close_all(trackers: dict[int, TrialTracker], status: str) -> None:
-    for tracker in trackers.values():
-        tracker.close(status)
+    # One bound for all seeds: closing them one after another would wait the bound once per seed.
+    close_trackers(trackers.values(), status)
+
+
+def _deliver_spool_in_background(config: dict[str, Any]) -> None:
+    """Start delivering what earlier trial processes on this node left in the spool (MLflow was down)."""
+    if config.get(SPOOL_DIR_KEY) and config.get("mlflow_tracking_uri"):
+        start_spool_delivery(config[SPOOL_DIR_KEY], str(config["mlflow_tracking_uri"]))
 
 
 def _report_to_tune(metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:

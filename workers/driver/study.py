@@ -40,9 +40,13 @@ from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
 from workers.driver.search_space import to_tune_space
-from workers.driver.trainable_entry import study_trial
+from workers.driver.trainable_entry import DRIVER_ONLY_KEYS, study_trial
 from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY, flatten_trial_config
 from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
+from workers.settings import WorkerSettings
+from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
+from workers.tracking_delivery import deliver_spool, spool_trial_history
+from workers.tracking_spool import SPOOL_DIR_NAME
 from workers.training.config import ORCHESTRATION_KEYS
 
 __all__ = ["DriverContext", "concurrent_trials", "run_study"]
@@ -141,6 +145,8 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "mlflow_tracking_uri": ctx.mlflow_tracking_uri,
         "mlflow_experiment_id": parent.experiment_id,
         "mlflow_parent_run_id": parent.run_id,
+        # Where trackers journal what MLflow has not taken yet (on the nodes' data dir, shared in a cluster).
+        SPOOL_DIR_KEY: str(WorkerSettings.from_env().data_dir / SPOOL_DIR_NAME),
     }
     plan = plan_study_trials(spec, base)
     log.info("study %s: %s", study_id, plan.describe())
@@ -394,10 +400,22 @@ def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> 
     """Close every trial's MLflow run from Tune's own record of its epochs.
 
     Tune ends an early-stopped (ASHA) trial's actor without waiting for its logging thread, so the last
-    epoch and the FINISHED status could otherwise be lost. finalize_trial_run is idempotent.
+    epoch and the FINISHED status could otherwise be lost. First the spool is delivered (what trackers could
+    not send: their exact metrics, params and statuses, and runs never created during an outage), then each
+    run gets the epochs it still lacks; both are idempotent. While MLflow does not answer, each run is
+    journaled in the spool instead, for the next delivery.
     """
-    from workers.tracking import finalize_trial_run
-
+    results = list(results)
+    spool_dirs = {
+        config[SPOOL_DIR_KEY] for config in (r.config or {} for r in results) if config.get(SPOOL_DIR_KEY)
+    }
+    reachable = True
+    for spool_dir in sorted(spool_dirs):
+        if not reachable:
+            break
+        # The trial processes that just ended may still hold their journals for a moment.
+        delivery = deliver_spool(client, spool_dir, lock_wait_s=10.0, lookup_timeout_s=LOOKUP_TIMEOUT_S)
+        reachable = not delivery.failed
     for result in results:
         trial_id = (result.metrics or {}).get("trial_id")
         if not trial_id or result.config is None:
@@ -406,18 +424,26 @@ def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> 
         rows = _reported_history(result.metrics_dataframe)
         # A seed batch closes one run per seed, each from its own columns (per_seed/<seed>/<metric>).
         per_row = [seed_results(config, trial_id, row) for row in rows]
+        status = "FAILED" if result.error else "FINISHED"
         for index, (seed, key, _) in enumerate(seed_results(config, trial_id, {})):
             history = [dict(parts[index][2]) for parts in per_row]
+            if reachable:
+                try:
+                    finalize_trial_run(client, experiment_id, key, history=history, status=status)
+                    continue
+                except Exception as exc:  # an outage must not fail a study whose results are in the DB
+                    log.warning("could not finalize the MLflow run of %s (seed %s): %s", key, seed, exc)
+                    reachable = False  # the rest go straight to the spool instead of waiting on MLflow
             try:
-                finalize_trial_run(
-                    client,
-                    experiment_id,
-                    key,
-                    history=history,
-                    status="FAILED" if result.error else "FINISHED",
-                )
-            except Exception as exc:  # a tracking outage must not fail a study whose results are in the DB
-                log.warning("could not finalize the MLflow run of %s (seed %s): %s", key, seed, exc)
+                spool_trial_history(_seed_run_config(config, seed, key), history, status=status)
+            except OSError as exc:
+                log.warning("could not spool the MLflow run of %s (seed %s): %s", key, seed, exc)
+
+
+def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[str, Any]:
+    """The config one seed's tracker was built from (workers.trainable), for its run's tags and params."""
+    dropped = {SEEDS_KEY, "seed_trial_keys", *DRIVER_ONLY_KEYS}
+    return {**{k: v for k, v in config.items() if k not in dropped}, "seed": seed, "trial_key": trial_key}
 
 
 def _reported_history(frame) -> list[dict[str, float]]:
