@@ -1,14 +1,16 @@
 """The only module that talks to Ray's Jobs API: submit a study's driver, ask after it, stop it.
 
 A study runs as a Ray job so the API process holds no driver and can restart freely. Submission ids
-are derived from the study id, which makes submission idempotent: a retried submit after an API crash
-finds the job it already created instead of starting a second driver.
+are derived from the study id and the driver attempt, which makes submission idempotent per attempt: a
+retried submit after an API crash finds the job it already created instead of starting a second driver,
+while the next attempt after a driver died is a new job.
 """
 
 from __future__ import annotations
 
 import logging
 import shlex
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -44,8 +46,12 @@ _RAY_TO_STATE = {
 }
 
 
-def submission_id_for(study_id: str) -> str:
-    return f"normlab-study-{study_id}"
+def submission_id_for(study_id: str, attempt: int = 1) -> str:
+    """The Ray submission id of a study's driver attempt (the first keeps the plain study-derived id)."""
+    if attempt < 1:
+        raise ValueError(f"driver attempts are numbered from 1, got {attempt}")
+    base = f"normlab-study-{study_id}"
+    return base if attempt == 1 else f"{base}-attempt-{attempt}"
 
 
 @dataclass
@@ -72,9 +78,9 @@ class RayJobDispatcher:
         except Exception as exc:  # ConnectionError, AuthenticationError, ...
             raise DispatchError(f"cannot reach the Ray job server at {self.dashboard_url}: {exc}") from exc
 
-    def submit(self, study_id: str, spec: Mapping | None = None) -> str:
-        """Start the study's driver; returns the Ray submission id. Safe to call twice."""
-        job_id = submission_id_for(study_id)
+    def submit(self, study_id: str, spec: Mapping | None = None, *, attempt: int = 1) -> str:
+        """Start the study's driver (its `attempt`-th); returns the Ray submission id. Safe to call twice."""
+        job_id = submission_id_for(study_id, attempt)
         client = self._client()
         if self._job_exists(client, job_id):
             log.info("study %s already has Ray job %s; not resubmitting", study_id, job_id)
@@ -86,7 +92,7 @@ class RayJobDispatcher:
                 submission_id=job_id,
                 runtime_env={"env_vars": dict(self.driver_env)},
                 entrypoint_num_cpus=self.entrypoint_num_cpus,
-                metadata={"normlab_study_id": study_id},
+                metadata={"normlab_study_id": study_id, "normlab_attempt": str(attempt)},
             )
         except Exception as exc:
             if self._job_exists(client, job_id):  # lost a race with another submitter: same job, fine
@@ -112,6 +118,22 @@ class RayJobDispatcher:
             raise DispatchError(f"cannot read Ray job {job_id}: {exc}") from exc
         return _RAY_TO_STATE.get(str(getattr(status, "value", status)), JobState.RUNNING)
 
+    def end_reason(self, job_id: str, state: JobState) -> str:
+        """One line on how a job's driver ended, for a driver that recorded no outcome (Ray's own message)."""
+        if state is JobState.MISSING:
+            return f"Ray job {job_id} is unknown to the cluster (the Ray head restarted?)"
+        try:
+            info = self._client().get_job_info(job_id)
+        except Exception as exc:
+            return f"Ray job {job_id} ended {state.value} (details unavailable: {exc})"
+        # Ray appends the log tail to a failed entrypoint's message; its first line says what happened.
+        message = (str(info.message or "").strip().splitlines() or [""])[0].rstrip(":,. ")
+        message = message.split(", last available logs")[0]
+        killed_by = _killing_signal(getattr(info, "driver_exit_code", None))
+        if killed_by is not None:
+            message += f" (killed by {killed_by})"
+        return f"Ray job {job_id} ended {state.value}" + (f": {message}" if message else "")
+
     def logs_tail(self, job_id: str, max_chars: int = 4000) -> str:
         try:
             return self._client().get_job_logs(job_id)[-max_chars:]
@@ -126,3 +148,16 @@ class RayJobDispatcher:
         except Exception as exc:
             if self._job_exists(client, ray_job_id):
                 raise DispatchError(f"could not stop Ray job {ray_job_id}: {exc}") from exc
+
+
+def _killing_signal(exit_code: object) -> str | None:
+    """The signal that ended the entrypoint: -N from Python, 128 + N from the shell Ray runs it in."""
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool):
+        return None
+    number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code <= 128 + 64 else None
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -83,6 +84,13 @@ class Settings(BaseSettings):
     # Background loop (service.background): how often it looks for queued studies, how many run at once.
     poll_interval_s: float = Field(2.0, gt=0)
     max_running_studies: int = Field(1, ge=1)
+    # Drivers per study: one that dies without recording the study's outcome (job failed, stopped or lost)
+    # is resubmitted, resuming the study's Tune experiments, until the study has had this many.
+    max_study_attempts: int = Field(3, ge=1)
+    # Studies whose driver the service finds gone when it starts (the stack was stopped under them):
+    # `resume` submits a driver that continues them from their Tune storage (not counted against
+    # max_study_attempts), `cancel` cancels them.
+    interrupted_studies: Literal["resume", "cancel"] = "resume"
 
     log_level: str = "info"
 

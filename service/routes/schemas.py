@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.store import StudyView, TrialView
+from service.store import AttemptView, StudyView, TrialView
 
 __all__ = [
+    "AttemptOut",
     "ProgressOut",
     "ReadinessOut",
     "StudyLinks",
@@ -43,6 +44,24 @@ class StudyLinks(BaseModel):
     results: str
 
 
+class AttemptOut(BaseModel):
+    """One submission of the study's driver as a Ray job; a driver that dies without recording the study's
+    outcome is followed by the next attempt (up to NORMLAB_MAX_STUDY_ATTEMPTS), which resumes the study."""
+
+    number: int  # 1, 2, ...
+    ray_job_id: str
+    submitted_at: datetime
+    # When its driver was found dead; null while it runs, or once it recorded the study's outcome.
+    ended_at: datetime | None
+    # Why its driver died, e.g. "Ray job ... ended failed: ... exit code 137 (killed by SIGKILL)".
+    death_reason: str | None
+    interrupted: bool  # found dead when the service started (the stack was stopped): not counted as a death
+
+    @classmethod
+    def from_view(cls, attempt: AttemptView) -> AttemptOut:
+        return cls(**{name: getattr(attempt, name) for name in cls.model_fields})
+
+
 class StudyOut(BaseModel):
     id: str
     name: str
@@ -54,7 +73,8 @@ class StudyOut(BaseModel):
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    ray_job_id: str | None
+    ray_job_id: str | None  # the current attempt's job
+    attempts: list[AttemptOut]  # the driver's attempts, oldest first
     mlflow_experiment_id: str | None
     mlflow_parent_run_id: str | None
     progress: ProgressOut
@@ -76,6 +96,7 @@ class StudyOut(BaseModel):
             started_at=study.started_at,
             finished_at=study.finished_at,
             ray_job_id=study.ray_job_id,
+            attempts=[AttemptOut.from_view(a) for a in study.attempts],
             mlflow_experiment_id=study.mlflow_experiment_id,
             mlflow_parent_run_id=study.mlflow_parent_run_id,
             progress=ProgressOut(

@@ -1,16 +1,19 @@
-"""Persistence of studies, trials and per-epoch trial histories (SQLAlchemy 2 only: importable by the
-Ray driver without FastAPI).
+"""Persistence of studies (with their driver attempts), trials and per-epoch trial histories (SQLAlchemy 2
+only: importable by the Ray driver without FastAPI).
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
+from service.store._attempts import end_attempt, record_attempt
 from service.store._epochs import record_trial_epoch, study_histories, trial_history
 from service.store._studies import (
     create_study,
     create_study_once,
     get_study,
     list_studies,
+    list_studies_with_open_mlflow_runs,
+    mark_mlflow_closed,
     set_study_runtime,
     set_study_status,
     study_progress,
@@ -28,12 +31,13 @@ from service.store.errors import (
 )
 from service.store.migrate import upgrade_database
 from service.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from service.store.tables import Base, Study, Trial, TrialEpoch
-from service.store.views import StudyProgress, StudyView, TrialView
+from service.store.tables import Base, Study, StudyAttempt, Trial, TrialEpoch
+from service.store.views import AttemptView, StudyProgress, StudyView, TrialView
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
     "TERMINAL_STATUSES",
+    "AttemptView",
     "Base",
     "IdempotencyKeyReusedError",
     "InvalidStatusTransitionError",
@@ -41,6 +45,7 @@ __all__ = [
     "Phase",
     "StoreError",
     "Study",
+    "StudyAttempt",
     "StudyNotFoundError",
     "StudyProgress",
     "StudyStatus",
@@ -53,12 +58,16 @@ __all__ = [
     "TrialView",
     "create_study",
     "create_study_once",
+    "end_attempt",
     "get_study",
     "list_studies",
+    "list_studies_with_open_mlflow_runs",
     "list_trials",
     "make_engine",
+    "mark_mlflow_closed",
     "normalize_database_url",
     "read_only",
+    "record_attempt",
     "record_trial",
     "record_trial_epoch",
     "session_scope",

@@ -27,6 +27,8 @@ __all__ = [
     "create_study_once",
     "get_study",
     "list_studies",
+    "list_studies_with_open_mlflow_runs",
+    "mark_mlflow_closed",
     "set_study_runtime",
     "set_study_status",
     "study_progress",
@@ -119,6 +121,29 @@ def list_studies(
     rows = list(session.scalars(query))
     progress = _progress_for(session, rows)
     return [StudyView.from_row(row, progress[row.id]) for row in rows]
+
+
+def list_studies_with_open_mlflow_runs(session: Session, *, limit: int) -> list[StudyView]:
+    """Ended studies whose MLflow runs the reconcile loop has not yet closed, the longest ended first."""
+    rows = list(
+        session.scalars(
+            select(Study)
+            .where(Study.status.in_([s.value for s in TERMINAL_STATUSES]), Study.mlflow_closed_at.is_(None))
+            .order_by(Study.updated_at.asc(), Study.id)
+            .limit(limit)
+        )
+    )
+    progress = _progress_for(session, rows)
+    return [StudyView.from_row(row, progress[row.id]) for row in rows]
+
+
+def mark_mlflow_closed(session: Session, *, study_id: str) -> None:
+    """Record that no MLflow run of this ended study is left RUNNING (see service.study_runs)."""
+    row = _get_row(session, study_id, for_update=True)
+    if StudyStatus(row.status) not in TERMINAL_STATUSES:
+        raise ValueError(f"study '{study_id}' is {row.status}: only an ended study's runs are closed")
+    row.mlflow_closed_at = utcnow()
+    session.flush()
 
 
 def set_study_status(

@@ -1,5 +1,6 @@
-"""SQLAlchemy tables: one row per study, one row per trial (keyed by the driver's idempotent trial_key),
-and one row per reported epoch of a trial (its per-epoch history).
+"""SQLAlchemy tables: one row per study, one row per driver attempt of a study (its Ray job and, when the
+driver died, why), one row per trial (keyed by the driver's idempotent trial_key), and one row per reported
+epoch of a trial (its per-epoch history).
 
 The Alembic revisions in service/migrations create exactly these tables; a test compares the two.
 """
@@ -12,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -23,11 +25,11 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from service.store.status import Phase, StudyStatus, TrialStatus
 
-__all__ = ["Base", "Study", "Trial", "TrialEpoch", "utcnow"]
+__all__ = ["Base", "Study", "StudyAttempt", "Trial", "TrialEpoch", "utcnow"]
 
 # Deterministic constraint names, so later migrations can address them on every backend.
 NAMING_CONVENTION = {
@@ -74,6 +76,32 @@ class Study(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the reconcile loop made sure this ended study left no MLflow run RUNNING (None: not yet).
+    mlflow_closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    # Loaded with the study (one query for a whole listing): every view of a study shows its attempts.
+    attempts: Mapped[list[StudyAttempt]] = relationship(
+        order_by="StudyAttempt.number", lazy="selectin", passive_deletes=True
+    )
+
+
+class StudyAttempt(Base):
+    """One submission of a study's driver as a Ray job; a new one follows a driver that died."""
+
+    __tablename__ = "study_attempts"
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)  # 1, 2, ...
+    ray_job_id: Mapped[str] = mapped_column(String(128))
+    submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Set when the driver died without recording the study's outcome (None while it runs or once it did).
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    death_reason: Mapped[str | None] = mapped_column(Text)
+    # The driver was found dead when the service started (the stack was stopped under it): such a death
+    # does not count against the study's attempt limit.
+    interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Trial(Base):

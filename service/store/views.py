@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from service.store.tables import Study, Trial
+from service.store.tables import Study, StudyAttempt, Trial
 
-__all__ = ["StudyProgress", "StudyView", "TrialView"]
+__all__ = ["AttemptView", "StudyProgress", "StudyView", "TrialView"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,33 @@ class StudyProgress:
 
 
 @dataclass(frozen=True)
+class AttemptView:
+    """One submission of the study's driver: its Ray job, and why that driver died (None: it did not)."""
+
+    number: int
+    ray_job_id: str
+    submitted_at: datetime
+    ended_at: datetime | None
+    death_reason: str | None
+    interrupted: bool
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    @classmethod
+    def from_row(cls, row: StudyAttempt) -> AttemptView:
+        return cls(
+            number=row.number,
+            ray_job_id=row.ray_job_id,
+            submitted_at=_aware(row.submitted_at),
+            ended_at=_aware(row.ended_at),
+            death_reason=row.death_reason,
+            interrupted=bool(row.interrupted),
+        )
+
+
+@dataclass(frozen=True)
 class StudyView:
     id: str
     name: str
@@ -48,6 +75,12 @@ class StudyView:
     started_at: datetime | None
     finished_at: datetime | None
     progress: StudyProgress
+    attempts: tuple[AttemptView, ...] = ()  # oldest first; the last one is the current driver
+    mlflow_closed_at: datetime | None = None
+
+    @property
+    def current_attempt(self) -> AttemptView | None:
+        return self.attempts[-1] if self.attempts else None
 
     @classmethod
     def from_row(cls, row: Study, progress: StudyProgress) -> StudyView:
@@ -68,6 +101,8 @@ class StudyView:
             started_at=_aware(row.started_at),
             finished_at=_aware(row.finished_at),
             progress=progress,
+            attempts=tuple(AttemptView.from_row(a) for a in row.attempts),
+            mlflow_closed_at=_aware(row.mlflow_closed_at),
         )
 
 

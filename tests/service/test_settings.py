@@ -65,3 +65,19 @@ def test_secrets_do_not_appear_in_the_settings_repr(tmp_path):
 def test_an_inverted_worker_port_range_is_refused(tmp_path):
     with pytest.raises(ValueError, match="ray_min_worker_port"):
         Settings(_env_file=None, data_dir=tmp_path, ray_min_worker_port=20000, ray_max_worker_port=10000)
+
+
+def test_driver_recovery_defaults_resume_interrupted_studies_with_three_attempts(tmp_path):
+    settings = Settings(_env_file=None, data_dir=tmp_path)
+    assert (settings.max_study_attempts, settings.interrupted_studies) == (3, "resume")
+
+
+def test_driver_recovery_is_set_from_the_environment_and_checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("NORMLAB_MAX_STUDY_ATTEMPTS", "1")
+    monkeypatch.setenv("NORMLAB_INTERRUPTED_STUDIES", "cancel")
+    settings = Settings(_env_file=None, data_dir=tmp_path)
+    assert (settings.max_study_attempts, settings.interrupted_studies) == (1, "cancel")
+    with pytest.raises(ValueError, match="max_study_attempts"):
+        Settings(_env_file=None, data_dir=tmp_path, max_study_attempts=0)
+    with pytest.raises(ValueError, match="interrupted_studies"):
+        Settings(_env_file=None, data_dir=tmp_path, interrupted_studies="fail")

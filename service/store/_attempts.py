@@ -1,0 +1,90 @@
+"""Driver attempts: every submission of a study's driver as a Ray job, and why a driver died.
+
+A study's first driver is attempt 1; when a driver dies without recording the study's outcome, the
+reconcile loop ends its attempt here (with the reason) and may submit the next one, which resumes the
+study's Tune experiments from storage.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from service.store._studies import _close_running_trials, _get_row, _progress_for
+from service.store.status import TrialStatus
+from service.store.tables import Study, StudyAttempt, utcnow
+from service.store.views import StudyView
+
+__all__ = ["end_attempt", "record_attempt"]
+
+
+def record_attempt(session: Session, *, study_id: str, ray_job_id: str) -> StudyView:
+    """The study's driver was submitted as Ray job `ray_job_id`: the next attempt, and the study's job.
+
+    Idempotent: the job of the latest attempt is not recorded again (a retried tick submits the same
+    job, since submission ids are derived from the study and the attempt number).
+    """
+    row = _get_row(session, study_id, for_update=True)
+    latest = row.attempts[-1] if row.attempts else None
+    now = utcnow()
+    if latest is None or latest.ray_job_id != ray_job_id:
+        row.attempts.append(
+            StudyAttempt(
+                study_id=study_id,
+                number=latest.number + 1 if latest is not None else 1,
+                ray_job_id=ray_job_id,
+                submitted_at=now,
+                interrupted=False,
+            )
+        )
+    row.ray_job_id = ray_job_id
+    row.updated_at = now
+    session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def end_attempt(
+    session: Session, *, study_id: str, death_reason: str, interrupted: bool = False
+) -> StudyView:
+    """The current attempt's driver died without recording the study's outcome: keep why.
+
+    Its still-running trials end as cancelled with that reason, since no process is left to finish them;
+    a next attempt that resumes one records it again (trial rows are upserts), so only trials the
+    resumed experiment never runs again keep this end. `interrupted`: the driver was found dead when the
+    service started, which does not count against the attempt limit. Ending an attempt that has already
+    ended changes nothing.
+    """
+    row = _get_row(session, study_id, for_update=True)
+    attempt = _current_attempt(row)
+    if attempt.ended_at is None:
+        attempt.ended_at = utcnow()
+        attempt.death_reason = death_reason
+        attempt.interrupted = interrupted
+        row.updated_at = attempt.ended_at
+        first_line = (death_reason.strip().splitlines() or ["no reason recorded"])[0]
+        _close_running_trials(
+            session,
+            study_id,
+            TrialStatus.CANCELLED,
+            f"the study's driver died (attempt {attempt.number}: {first_line})",
+        )
+        session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def _current_attempt(row: Study) -> StudyAttempt:
+    """The attempt of the study's current Ray job; one is recorded for a job that has none (a job set with
+    set_study_runtime alone, as before attempts were recorded)."""
+    latest = row.attempts[-1] if row.attempts else None
+    if latest is not None and latest.ray_job_id == row.ray_job_id:
+        return latest
+    if row.ray_job_id is None:
+        raise ValueError(f"study '{row.id}' has no Ray job, so no driver attempt to end")
+    attempt = StudyAttempt(
+        study_id=row.id,
+        number=latest.number + 1 if latest is not None else 1,
+        ray_job_id=row.ray_job_id,
+        submitted_at=row.started_at or utcnow(),
+        interrupted=False,
+    )
+    row.attempts.append(attempt)
+    return attempt
