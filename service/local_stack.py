@@ -1,17 +1,57 @@
-"""The embedded stack `make run` starts on one machine: an MLflow server and a Ray head, on loopback.
+"""The embedded stack `make run` starts on one machine: an MLflow server and a Ray head, on loopback, and
+what makes sure none of it outlives the `normlab serve` that started it.
 
 The same functions start the stack in the end-to-end tests, so what is tested is what users run.
+
+Nothing left running, however the launcher ends:
+- Stopped (Ctrl-C, SIGTERM, SIGHUP), it stops each child with everything the child started
+  (service.processes: SIGTERM, at most STOP_GRACE_S, SIGKILL); a second signal skips the wait.
+- Killed (SIGKILL, OOM killer), it cannot. While it runs, a StackRecord in <data dir>/run/ names what it
+  started (pid, start time and environment mark of each child) and a StackGuard, a small process in a
+  session of its own that holds the read end of a pipe only the launcher writes to, waits: when the
+  launcher dies the pipe closes and the guard stops everything the record names. On Linux the kernel
+  also sends each child SIGTERM at once (PR_SET_PDEATHSIG).
+- Should the guard die with it, the next `normlab serve` on that data dir stops what a record of a dead
+  launcher names before it starts anything (stop_stale_stacks), so it never attaches to an orphan.
+A record whose launcher still runs belongs to another `normlab serve`: it is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
+import socket
+import subprocess
 import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
-from service.processes import ManagedProcess, venv_executable
+from service.processes import (
+    STOP_GRACE_S,
+    ManagedProcess,
+    ProcessIdentity,
+    marked_processes,
+    stop_all,
+    terminate,
+    venv_executable,
+)
 
-__all__ = ["mlflow_server", "ray_auth_env", "ray_head", "ray_worker"]
+__all__ = [
+    "StackGuard",
+    "StackRecord",
+    "StartedStack",
+    "mlflow_server",
+    "ray_auth_env",
+    "ray_head",
+    "ray_worker",
+    "stop_stale_stacks",
+]
 
 
 def ray_auth_env(token: str) -> dict[str, str]:
@@ -38,6 +78,12 @@ def _loopback_only_env(node_ip: str) -> dict[str, str]:
     mode, whose switch is this variable. Off, the node keeps 127.0.0.1 and every server binds to it;
     such a head accepts no worker nodes, which a loopback head could not reach anyway."""
     return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"} if node_ip in _RAY_LOCALHOST_NAMES else {}
+
+
+def _prompt_stop_env() -> dict[str, str]:
+    """On SIGTERM `ray start --block` first drains the node for 30 s (for Ray Serve proxies, which this
+    stack has none of); without the drain it stops its processes at once."""
+    return {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 def _resource_args(num_cpus: int | None, num_gpus: int | None) -> list[str]:
@@ -124,7 +170,7 @@ def ray_head(
     argv += _resource_args(num_cpus, num_gpus)
     # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
     argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
-    env = {**_node_env(token), **_loopback_only_env(node_ip), **(extra_env or {})}
+    env = {**_node_env(token), **_loopback_only_env(node_ip), **_prompt_stop_env(), **(extra_env or {})}
     return ManagedProcess(
         name="ray-head",
         argv=argv,
@@ -132,6 +178,8 @@ def ray_head(
         log_path=data_dir / "logs" / "ray-head.log",
         health_url=f"http://{dashboard_host}:{dashboard_port}/api/version",
         health_headers={"Authorization": f"Bearer {token}"},
+        # The dashboard answers before the raylet runs; a head stopped while it still starts is slow to go.
+        ready_text="Ray runtime started",
     )
 
 
@@ -162,7 +210,7 @@ def ray_worker(
     argv += _resource_args(num_cpus, num_gpus)
     if temp_dir is not None:
         argv.append(f"--temp-dir={temp_dir}")
-    env = _node_env(token)
+    env = {**_node_env(token), **_prompt_stop_env()}
     # A worker node serves no HTTP: `ray start` says so in its log once the node has joined.
     return ManagedProcess(
         name=name,
@@ -171,3 +219,217 @@ def ray_worker(
         log_path=data_dir / "logs" / f"{name}.log",
         ready_text="Ray runtime started",
     )
+
+
+# --- What outlives a killed launcher: the record of what it started, its guard, the next start ---
+
+_RECORDS_DIR = "run"
+
+
+def _boot_id() -> str:
+    """Start times count from boot: after a reboot no recorded process can still run."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class StackRecord:
+    """What one launcher started, as <data dir>/run/serve-<pid>-<random>.json: enough to stop it without
+    the launcher."""
+
+    path: Path
+    launcher: ProcessIdentity | None
+    host: str
+    boot: str
+    processes: list[dict[str, Any]]  # name, mark, and once started pid and started (ProcessIdentity)
+
+    @classmethod
+    def for_this_launcher(cls, data_dir: Path) -> StackRecord:
+        return cls(
+            path=data_dir / _RECORDS_DIR / f"serve-{os.getpid()}-{uuid.uuid4().hex[:8]}.json",
+            launcher=ProcessIdentity.of(os.getpid()),
+            host=socket.gethostname(),
+            boot=_boot_id(),
+            processes=[],
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> StackRecord | None:
+        try:
+            raw = json.loads(path.read_text())
+            launcher = raw["launcher"]
+            return cls(
+                path=path,
+                launcher=None if launcher is None else ProcessIdentity(**launcher),
+                host=str(raw["host"]),
+                boot=str(raw["boot"]),
+                processes=list(raw["processes"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # being written, or not ours: only a readable record is acted on
+
+    def track(self, process: ManagedProcess) -> None:
+        """Note a child before it starts (its mark finds it even if the launcher dies during the start),
+        and again after (its pid and start time)."""
+        entry = {"name": process.name, "mark": process.mark}
+        if process.identity is not None:
+            entry.update(pid=process.identity.pid, started=process.identity.started)
+        self.processes = [p for p in self.processes if p["mark"] != process.mark] + [entry]
+        self._write()
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        launcher = None if self.launcher is None else vars(self.launcher)
+        text = json.dumps(
+            {"launcher": launcher, "host": self.host, "boot": self.boot, "processes": self.processes}
+        )
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(text)
+        partial.replace(self.path)  # a reader sees the old record or the new one, never half of one
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def launcher_running(self) -> bool:
+        """Whether the launcher that wrote this record still runs. A record written on another machine
+        (a data dir on a shared disk), or where there is no /proc to tell, counts as running."""
+        if self.host != socket.gethostname() or self.launcher is None:
+            return True
+        return self.boot == _boot_id() and self.launcher.is_running()
+
+    def children(self) -> set[ProcessIdentity]:
+        """The recorded children (the launcher's own) that still run: same pid, same start time."""
+        if self.boot != _boot_id():
+            return set()
+        recorded = [
+            ProcessIdentity(int(process["pid"]), int(process["started"]))
+            for process in self.processes
+            if "pid" in process
+        ]
+        return {identity for identity in recorded if identity.is_running()}
+
+    def running(self) -> set[ProcessIdentity]:
+        """What the record names that still runs: the recorded children, and every process carrying a
+        recorded mark (all they started)."""
+        if self.boot != _boot_id():
+            return set()
+        return self.children() | marked_processes([p["mark"] for p in self.processes])
+
+    def stop_everything(self, *, grace_s: float = STOP_GRACE_S) -> int:
+        """Stop what the record names (SIGTERM, grace, SIGKILL) and remove the record; returns how many
+        processes ran."""
+        children = self.children()
+        seen = set(children)
+
+        def find() -> set[ProcessIdentity]:
+            running = self.running()
+            seen.update(running)
+            return running
+
+        terminate(find, first=children, grace_s=grace_s)
+        self.remove()
+        return len(seen)
+
+
+def stop_stale_stacks(data_dir: Path, *, grace_s: float = STOP_GRACE_S) -> list[str]:
+    """Stop what launchers that are gone left running under `data_dir` (their guard died too); one line
+    per such launcher, saying what was stopped."""
+    stopped = []
+    for path in sorted((data_dir / _RECORDS_DIR).glob("serve-*.json")):
+        record = StackRecord.read(path)
+        if record is None or record.launcher_running():
+            continue
+        names = ", ".join(p["name"] for p in record.processes) or "nothing"
+        count = record.stop_everything(grace_s=grace_s)
+        launcher = record.launcher.pid if record.launcher is not None else "?"
+        if count:
+            stopped.append(f"{count} process(es) of {names}, left by `normlab serve` pid {launcher}")
+    return stopped
+
+
+class StackGuard:
+    """The process that stops what a record names once the launcher is gone, however it went.
+
+    It blocks reading a pipe whose only writer is the launcher: the kernel closes it when the launcher
+    exits or is killed. Its own session keeps the terminal's SIGINT and SIGHUP away from it.
+    """
+
+    def __init__(self, record: StackRecord, log_path: Path) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            self._popen: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-m", "service.local_stack", "guard", str(record.path)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def release(self, *, timeout: float = 5.0) -> None:
+        """The launcher stopped everything itself: let the guard check the record (gone) and exit."""
+        if self._popen is None:
+            return
+        pipe: IO[bytes] | None = self._popen.stdin
+        if pipe is not None:
+            pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=timeout)
+        self._popen = None
+
+
+class StartedStack:
+    """The children one launcher starts: recorded, guarded from the first start on, stopped together."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.processes: list[ManagedProcess] = []
+        self.record: StackRecord | None = None
+        self.guard: StackGuard | None = None
+
+    def start(self, process: ManagedProcess, *, timeout: float) -> None:
+        """Start `process` and wait until it is healthy (ManagedProcess.start)."""
+        if self.record is None:
+            self.record = StackRecord.for_this_launcher(self.data_dir)
+        self.record.track(process)  # its mark, before it starts: found even if we die during the start
+        if self.guard is None:
+            self.guard = StackGuard(self.record, self.data_dir / "logs" / "stack-guard.log")
+        self.processes.append(process)  # stopped on exit even if interrupted mid-start
+        try:
+            process.start(timeout=timeout)
+        finally:
+            self.record.track(process)  # and its pid and start time
+
+    def stop(self, *, hurry: threading.Event | None = None) -> set[ProcessIdentity]:
+        """Stop every child with what it started (one grace period for all; `hurry` cuts it short), then
+        drop the record and let the guard go. Returns what still runs (normally nothing); the record
+        then stays, for the guard and the next start."""
+        left = stop_all(list(reversed(self.processes)), hurry=hurry) if self.processes else set()
+        if self.record is not None and not left:
+            self.record.remove()
+        if self.guard is not None:
+            self.guard.release()
+        return left
+
+
+def _guard(record_path: Path) -> None:
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    sys.stdin.buffer.read()  # returns once the launcher is gone (or released us)
+    record = StackRecord.read(record_path)
+    if record is None:
+        return  # the launcher stopped everything and removed the record
+    count = record.stop_everything()
+    print(f"the launcher is gone: stopped {count} process(es) of its stack", flush=True)
+
+
+def _main(argv: Sequence[str]) -> None:
+    if len(argv) == 2 and argv[0] == "guard":
+        _guard(Path(argv[1]))
+    else:
+        sys.exit("usage: python -m service.local_stack guard RECORD")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

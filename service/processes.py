@@ -1,4 +1,17 @@
-"""Child processes the launcher supervises (MLflow server, Ray head): start, wait healthy, stop.
+"""Child processes the launcher supervises (MLflow server, Ray head): start, wait healthy, stop, with
+everything they started in turn.
+
+Stopping a child is not stopping its pid: Ray's head is a dozen processes (GCS, raylet, dashboard and its
+module processes, agents, log monitor, workers, a study's driver), several in sessions of their own, and
+MLflow's server runs uvicorn and job consumers beside itself. So each child is started with a mark in its
+environment (NORMLAB_PROCESS_MARK), which every descendant inherits wherever it moves in the process tree,
+and stopping it means: SIGTERM to the child, its descendants and every process carrying its mark, a bounded
+wait, then SIGKILL to whatever still runs. Processes are named by pid *and* start time
+(ProcessIdentity), so a pid the kernel has since given to another process is never signalled.
+On Linux the kernel also sends the child SIGTERM when the launcher dies, even by SIGKILL
+(PR_SET_PDEATHSIG); what that does not reach (grandchildren) service.local_stack's guard and the next
+start stop. The process table is read from /proc: elsewhere a child is stopped through its process group
+only, as before.
 
 Kept free of FastAPI so the end-to-end tests start exactly the processes `make run` starts.
 """
@@ -6,6 +19,7 @@ Kept free of FastAPI so the end-to-end tests start exactly the processes `make r
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
 import shutil
@@ -13,24 +27,39 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 __all__ = [
+    "PROCESS_MARK_VARIABLE",
+    "STOP_GRACE_S",
     "ManagedProcess",
+    "ProcessIdentity",
     "ProcessStartError",
     "free_port",
     "http_ok",
     "http_status",
+    "marked_processes",
     "private_serve_environment",
+    "process_tree",
+    "stop_all",
+    "terminate",
     "venv_executable",
     "wait_until",
 ]
+
+PROCESS_MARK_VARIABLE = "NORMLAB_PROCESS_MARK"
+# SIGTERM, then this long for everything to end, then SIGKILL: a plain Ctrl-C stays well under 10 s.
+STOP_GRACE_S = 5.0
+_KILL_WAIT_S = 3.0  # after SIGKILL only a process stuck in the kernel (D state) takes longer
+_POLL_S = 0.1
 
 
 class ProcessStartError(RuntimeError):
@@ -113,9 +142,188 @@ def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float
     return predicate()
 
 
+# --- The process table (Linux /proc; empty elsewhere) ---
+
+_PROC = Path("/proc")
+_ENDED_STATES = frozenset("ZXx")  # a zombie has exited and only waits to be reaped
+
+
+@dataclass(frozen=True)
+class _Stat:
+    parent: int
+    started: int  # clock ticks after boot
+    state: str
+
+
+def _stat(pid: int) -> _Stat | None:
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except (OSError, ValueError):  # gone, or no /proc here
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+    fields = text[text.rindex(")") + 2 :].split()
+    return _Stat(parent=int(fields[1]), started=int(fields[19]), state=fields[0])
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
+    except OSError:
+        return []
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """One process: its pid and when it started, so a pid the kernel has reused never matches."""
+
+    pid: int
+    started: int  # clock ticks after boot (/proc/<pid>/stat, field 22)
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        """The process holding `pid` now; None when none does, or there is no /proc to ask."""
+        stat = _stat(pid)
+        return None if stat is None else cls(pid, stat.started)
+
+    def is_running(self) -> bool:
+        stat = _stat(self.pid)
+        return stat is not None and stat.started == self.started and stat.state not in _ENDED_STATES
+
+    def send(self, signum: int) -> None:
+        if self.is_running():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signum)
+
+
+def process_tree(root: ProcessIdentity) -> set[ProcessIdentity]:
+    """`root` and its descendants still attached below it (an orphan is reparented away: find it by mark)."""
+    if not root.is_running():
+        return set()
+    children: dict[int, list[ProcessIdentity]] = {}
+    for pid in _pids():
+        stat = _stat(pid)
+        if stat is not None and stat.state not in _ENDED_STATES:
+            children.setdefault(stat.parent, []).append(ProcessIdentity(pid, stat.started))
+    tree, frontier = {root}, [root.pid]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in tree:
+                tree.add(child)
+                frontier.append(child.pid)
+    return tree
+
+
+def marked_processes(marks: Collection[str]) -> set[ProcessIdentity]:
+    """Running processes whose environment carries one of `marks` (set by ManagedProcess.start)."""
+    wanted = {f"{PROCESS_MARK_VARIABLE}={mark}".encode() for mark in marks}
+    found: set[ProcessIdentity] = set()
+    if not wanted:
+        return found
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        try:
+            environ = (_PROC / str(pid) / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if wanted.isdisjoint(environ.split(b"\0")):
+            continue
+        identity = ProcessIdentity.of(pid)
+        if identity is not None and identity.is_running():
+            found.add(identity)
+    return found
+
+
+def terminate(
+    find: Callable[[], Iterable[ProcessIdentity]],
+    *,
+    first: Iterable[ProcessIdentity] = (),
+    grace_s: float = STOP_GRACE_S,
+    hurry: threading.Event | None = None,
+    reap: Callable[[], None] = lambda: None,
+) -> set[ProcessIdentity]:
+    """Stop `first` and everything `find` names; returns what still runs after the SIGKILL (normally
+    nothing).
+
+    SIGTERM goes to `first` (the children we started) alone for up to half of `grace_s`: each stops what
+    it started in its own order (Ray's head takes its raylet down before the GCS the raylet needs to
+    leave cleanly; signalled at once, the raylet hangs until killed). Then SIGTERM to all that `find`
+    names (asked again while waiting, so what dying processes start is stopped too) until `grace_s` is
+    over, then SIGKILL. Once `hurry` is set the waiting stops. `reap` collects our own exited children;
+    a zombie counts as ended already.
+    """
+    started = time.monotonic()
+    seen = {process for process in first if process.is_running()}
+    for process in seen:
+        process.send(signal.SIGTERM)
+
+    def signal_new(signum: int) -> None:
+        new = set(find()) - seen
+        seen.update(new)
+        for process in new:
+            process.send(signum)
+
+    def all_ended() -> bool:
+        reap()
+        return not any(process.is_running() for process in seen)
+
+    def wait(until: float, then: Callable[[], None] = lambda: None, *, hurried: bool = True) -> bool:
+        while time.monotonic() < until and not (hurried and hurry is not None and hurry.is_set()):
+            if all_ended():
+                return True
+            time.sleep(_POLL_S)
+            then()
+        return all_ended()
+
+    wait(started + grace_s / 2)
+    signal_new(signal.SIGTERM)
+    if wait(started + grace_s, then=lambda: signal_new(signal.SIGTERM)):
+        return set()
+    signal_new(signal.SIGKILL)
+    for process in seen:
+        process.send(signal.SIGKILL)
+    wait(time.monotonic() + _KILL_WAIT_S, hurried=False)
+    return {process for process in seen if process.is_running()}
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl
+
+
+_LINUX_PRCTL = _prctl()
+
+
+def _terminated_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn after which the kernel sends the child SIGTERM when this process dies, SIGKILL
+    included (Linux). The kernel ties it to the *thread* that forked the child, so only a child of the
+    main thread (whose end is the process's end) gets it; elsewhere, None."""
+    if _LINUX_PRCTL is None or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl, parent = _LINUX_PRCTL, os.getpid()
+
+    def arm() -> None:  # runs in the child between fork and exec: no allocation-heavy Python here
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(1)
+
+    return arm
+
+
 @dataclass
 class ManagedProcess:
-    """One long-running child with its own log file and process group (so Ctrl-C reaches us, not it)."""
+    """One long-running child with its own log file and session (so Ctrl-C reaches us, not it), stopped
+    with everything it started (see the module docstring)."""
 
     name: str
     argv: Sequence[str]
@@ -123,9 +331,11 @@ class ManagedProcess:
     env: Mapping[str, str] = field(default_factory=dict)
     health_url: str | None = None
     health_headers: Mapping[str, str] = field(default_factory=dict)
-    stop_argv: Sequence[str] | None = None  # e.g. `ray stop` for daemons that fork away
     ready_text: str | None = None  # healthy once this line appears in the log (children with no HTTP port)
+    # Inherited by every descendant (NORMLAB_PROCESS_MARK): how they are found once they left the tree.
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)
     _popen: subprocess.Popen[bytes] | None = None
+    _identity: ProcessIdentity | None = None
     _log: IO[bytes] | None = None
 
     def start(self, *, timeout: float = 120.0) -> None:
@@ -135,11 +345,15 @@ class ManagedProcess:
         try:
             self._popen = subprocess.Popen(
                 list(self.argv),
+                stdin=subprocess.DEVNULL,  # not the terminal: it may be closed under us
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**os.environ, **self.env, PROCESS_MARK_VARIABLE: self.mark},
                 start_new_session=True,
+                # A preexec_fn is unsafe only where other threads hold locks it needs; this one takes none.
+                preexec_fn=_terminated_with_parent(),
             )
+            self._identity = ProcessIdentity.of(self._popen.pid)
             if self.health_url is None and self.ready_text is None:
                 code = self._popen.wait(timeout=timeout)
                 if code != 0:
@@ -164,36 +378,65 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
+    @property
+    def identity(self) -> ProcessIdentity | None:
+        """The child as started (None before start, or without /proc)."""
+        return self._identity
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
 
-    def stop(self, *, timeout: float = 30.0) -> None:
+    def stop(self, *, timeout: float = STOP_GRACE_S, hurry: threading.Event | None = None) -> None:
+        """Stop the child and everything it started: SIGTERM, up to `timeout` s, SIGKILL."""
+        stop_all([self], grace_s=timeout, hurry=hurry)
+
+    def _reap(self) -> None:
+        if self._popen is not None:
+            self._popen.poll()
+
+    def _finish(self, grace_s: float) -> None:
+        """Collect the child's exit status and close its log. Without /proc (so nothing was found to
+        signal) its process group is all there is to stop."""
         try:
-            self._terminate(timeout)
+            if self._popen is None or self._popen.poll() is not None:
+                return
+            for signum in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._popen.pid, signum)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._popen.wait(timeout=grace_s if signum == signal.SIGTERM else _KILL_WAIT_S)
+                    return
         finally:
             if self._log is not None:
                 self._log.close()
                 self._log = None
 
-    def _terminate(self, timeout: float) -> None:
-        if self.stop_argv is not None:
-            subprocess.run(
-                list(self.stop_argv),
-                env={**os.environ, **self.env},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=timeout * 2,
-                check=False,
-            )
-        if self._popen is None or self._popen.poll() is not None:
-            return
-        try:
-            os.killpg(self._popen.pid, signal.SIGTERM)
-            self._popen.wait(timeout=timeout)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._popen.pid, signal.SIGKILL)
-            self._popen.wait(timeout=timeout)
+
+def stop_all(
+    processes: Sequence[ManagedProcess],
+    *,
+    grace_s: float = STOP_GRACE_S,
+    hurry: threading.Event | None = None,
+) -> set[ProcessIdentity]:
+    """Stop several children at once (one grace period for all, not one each). Returns what still runs."""
+
+    started = [process for process in processes if process.identity is not None]
+    roots = [process.identity for process in started if process.identity is not None]
+
+    def find() -> set[ProcessIdentity]:
+        """The children, their descendants and every process carrying one of their marks, running now."""
+        marked = marked_processes([process.mark for process in started])
+        return marked.union(*(process_tree(root) for root in roots))
+
+    def reap() -> None:
+        for process in processes:
+            process._reap()
+
+    try:
+        return terminate(find, first=roots, grace_s=grace_s, hurry=hurry, reap=reap)
+    finally:
+        for process in processes:
+            process._finish(0.0 if hurry is not None and hurry.is_set() else grace_s)

@@ -1,10 +1,12 @@
-"""`normlab serve` (what `make run` runs): prints where everything is, and Ctrl-C stops all of it."""
+"""`normlab serve` (what `make run` runs): prints where everything is, and Ctrl-C stops all of it in under
+10 s (the other ways of stopping it: test_serve_shutdown.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -39,10 +41,13 @@ def test_serve_starts_mlflow_ray_and_the_api_and_ctrl_c_stops_them_all(tmp_path)
         assert env["NORMLAB_API_TOKEN"] not in banner  # where the token is, never the token
         assert _processes_mentioning(str(ray_temp)), "the Ray head should be running under its temp dir"
     finally:
+        interrupted = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends to the foreground group
         code = process.wait(timeout=120)
+        took = time.monotonic() - interrupted
     assert code == 0, log_path.read_text()[-3000:]
+    assert took < 10, f"Ctrl-C took {took:.1f} s:\n{log_path.read_text()[-3000:]}"
     assert not http_ok(f"{api}/healthz") and not http_ok(mlflow)
-    assert wait_until(lambda: not _processes_mentioning(str(ray_temp)), timeout=30), _processes_mentioning(
-        str(ray_temp)
-    )
+    # Ray's head is a dozen processes, some in sessions of their own: none outlives the launcher.
+    assert _processes_mentioning(str(ray_temp)) == []
+    assert list((tmp_path / "data" / "run").glob("serve-*.json")) == []  # a clean stop leaves no record
