@@ -40,8 +40,8 @@ def create_app(
     studies); `lifespan` runs inside the app's own (e.g. to start a background loop with the server)."""
     settings = settings or get_settings()
     if settings.auto_migrate:
-        upgrade_database(settings.database_url)
-    engine = make_engine(settings.database_url)
+        upgrade_database(str(settings.database_url))
+    engine = make_engine(str(settings.database_url))
 
     @asynccontextmanager
     async def _lifespan(app: FastAPI) -> AsyncIterator[None]:

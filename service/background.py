@@ -20,7 +20,7 @@ import threading
 
 from sqlalchemy.engine import Engine
 
-from service.dispatcher import DispatchError, JobState, RayJobDispatcher
+from service.ports import Dispatcher, DispatchError, JobState
 from service.settings import Settings, get_settings
 from service.store import (
     InvalidStatusTransitionError,
@@ -41,8 +41,6 @@ __all__ = ["StudyReconciler"]
 
 log = logging.getLogger(__name__)
 
-_RUNNING = StudyStatus.RUNNING.value
-
 
 class StudyReconciler:
     """One tick: submit queued studies, look after running ones' drivers, close ended studies' runs.
@@ -55,7 +53,7 @@ class StudyReconciler:
     def __init__(
         self,
         engine: Engine,
-        dispatcher: RayJobDispatcher,
+        dispatcher: Dispatcher,
         *,
         interval_s: float = 2.0,
         max_running: int = 1,
@@ -99,7 +97,7 @@ class StudyReconciler:
     def tick(self) -> None:
         if self._found_at_start is None:
             with session_scope(self.engine, readonly=True) as session:
-                self._found_at_start = {s.id for s in list_studies(session, status=_RUNNING)}
+                self._found_at_start = {s.id for s in list_studies(session, status=StudyStatus.RUNNING)}
         self._submit_queued()
         self._check_running()
         self._close_ended_runs()
@@ -108,8 +106,8 @@ class StudyReconciler:
 
     def _submit_queued(self) -> None:
         with session_scope(self.engine, readonly=True) as session:
-            queued = list_studies(session, status="queued", order="oldest")  # submission order
-            running = len(list_studies(session, status=_RUNNING))
+            queued = list_studies(session, status=StudyStatus.QUEUED, order="oldest")  # submission order
+            running = len(list_studies(session, status=StudyStatus.RUNNING))
         queued = queued[: max(0, self.max_running - running)]
         for study in queued:
             try:
@@ -120,7 +118,7 @@ class StudyReconciler:
             with session_scope(self.engine) as session:
                 record_attempt(session, study_id=study.id, ray_job_id=job_id)
                 try:
-                    set_study_status(session, study_id=study.id, status=_RUNNING)
+                    set_study_status(session, study_id=study.id, status=StudyStatus.RUNNING)
                 except InvalidStatusTransitionError:
                     cancelled_meanwhile = True
                 else:
@@ -140,7 +138,7 @@ class StudyReconciler:
 
     def _check_running(self) -> None:
         with session_scope(self.engine, readonly=True) as session:
-            running = list_studies(session, status=_RUNNING)
+            running = list_studies(session, status=StudyStatus.RUNNING)
         found_at_start = self._found_at_start if self._found_at_start is not None else set()
         for study in running:
             if not study.ray_job_id:
@@ -194,7 +192,7 @@ class StudyReconciler:
         an outcome after all, or the study was cancelled)."""
         with session_scope(self.engine) as session:
             current = get_study(session, study_id=study.id, lock=True)
-            if current.status != _RUNNING or current.ray_job_id != study.ray_job_id:
+            if current.status != StudyStatus.RUNNING or current.ray_job_id != study.ray_job_id:
                 return None
             return end_attempt(session, study_id=study.id, death_reason=reason, interrupted=interrupted)
 
@@ -206,7 +204,9 @@ class StudyReconciler:
             log.warning("study %s: driver attempt %d not submitted yet: %s", study.id, attempt, exc)
             return  # the death is recorded: the next tick submits this attempt again
         with session_scope(self.engine) as session:
-            cancelled_meanwhile = get_study(session, study_id=study.id, lock=True).status != _RUNNING
+            cancelled_meanwhile = (
+                get_study(session, study_id=study.id, lock=True).status != StudyStatus.RUNNING
+            )
             if not cancelled_meanwhile:
                 record_attempt(session, study_id=study.id, ray_job_id=job_id)
         if cancelled_meanwhile:
@@ -217,7 +217,7 @@ class StudyReconciler:
     ) -> None:
         with session_scope(self.engine) as session:
             current = get_study(session, study_id=study.id, lock=True)
-            if current.status != _RUNNING or current.ray_job_id != study.ray_job_id:
+            if current.status != StudyStatus.RUNNING or current.ray_job_id != study.ray_job_id:
                 return  # the driver recorded its own outcome, or the study was cancelled, meanwhile
             set_study_status(session, study_id=study.id, status=status, error=error)
             end_attempt(session, study_id=study.id, death_reason=reason, interrupted=interrupted)

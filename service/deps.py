@@ -28,6 +28,7 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 def get_dispatcher(request: Request) -> Dispatcher | None:
+    # Routes see the cluster through the service.ports.Dispatcher protocol only (None: no cluster wired).
     return request.app.state.dispatcher
 
 

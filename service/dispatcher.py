@@ -4,38 +4,33 @@ A study runs as a Ray job so the API process holds no driver and can restart fre
 are derived from the study id and the driver attempt, which makes submission idempotent per attempt: a
 retried submit after an API crash finds the job it already created instead of starting a second driver,
 while the next attempt after a driver died is a new job.
+
+RayJobDispatcher implements service.ports.Dispatcher. Ray's client reports both "no such job" and "no
+answer" as exceptions (a 404 RuntimeError; a ConnectionError, a timeout or a 5xx); `_classified` turns them
+into JobNotFoundError and ClusterUnreachableError, so that an outage is never read as a job that is gone.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 
-__all__ = ["DispatchError", "JobState", "RayJobDispatcher", "submission_id_for"]
+from service.ports import ClusterUnreachableError, DispatchError, JobNotFoundError, JobState
+
+__all__ = [
+    "ClusterUnreachableError",
+    "DispatchError",
+    "JobNotFoundError",
+    "JobState",
+    "RayJobDispatcher",
+    "submission_id_for",
+]
 
 log = logging.getLogger(__name__)
-
-
-class DispatchError(RuntimeError):
-    """The Ray cluster could not be reached or refused the request."""
-
-
-class JobState(str, Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    MISSING = "missing"  # the cluster has no record of it (e.g. the head was replaced)
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED, JobState.MISSING)
-
 
 _RAY_TO_STATE = {
     "PENDING": JobState.PENDING,
@@ -44,6 +39,10 @@ _RAY_TO_STATE = {
     "FAILED": JobState.FAILED,
     "STOPPED": JobState.STOPPED,
 }
+
+# How ray.job_submission reports an answer that is not 200: RuntimeError("Request failed with status code
+# N: <body>."); the job server answers 404 "Job <id> does not exist" for an unknown job.
+_STATUS_CODE = re.compile(r"status code (\d{3})")
 
 
 def submission_id_for(study_id: str, attempt: int = 1) -> str:
@@ -74,9 +73,10 @@ class RayJobDispatcher:
 
         headers = {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else None
         try:
+            # The constructor already asks the job server for its version: an unreachable one fails here.
             return JobSubmissionClient(self.dashboard_url, headers=headers)
         except Exception as exc:  # ConnectionError, AuthenticationError, ...
-            raise DispatchError(f"cannot reach the Ray job server at {self.dashboard_url}: {exc}") from exc
+            raise _classified(exc, doing=f"cannot reach the Ray job server at {self.dashboard_url}") from exc
 
     def submit(self, study_id: str, spec: Mapping | None = None, *, attempt: int = 1) -> str:
         """Start the study's driver (its `attempt`-th); returns the Ray submission id. Safe to call twice."""
@@ -97,15 +97,19 @@ class RayJobDispatcher:
         except Exception as exc:
             if self._job_exists(client, job_id):  # lost a race with another submitter: same job, fine
                 return job_id
-            raise DispatchError(f"Ray refused the job for study {study_id}: {exc}") from exc
+            raise _classified(exc, doing=f"Ray refused the job for study {study_id}") from exc
         return job_id
 
     @staticmethod
     def _job_exists(client, job_id: str) -> bool:
+        """Whether the cluster holds the job; raises when it cannot tell (unreachable, refused)."""
         try:
             client.get_job_info(job_id)
-        except Exception:
-            return False
+        except Exception as exc:
+            error = _classified(exc, job_id=job_id, doing=f"cannot look up Ray job {job_id}")
+            if isinstance(error, JobNotFoundError):
+                return False
+            raise error from exc
         return True
 
     def state(self, job_id: str) -> JobState:
@@ -113,9 +117,10 @@ class RayJobDispatcher:
         try:
             status = client.get_job_status(job_id)
         except Exception as exc:
-            if "does not exist" in str(exc) or "404" in str(exc):
+            error = _classified(exc, job_id=job_id, doing=f"cannot read Ray job {job_id}")
+            if isinstance(error, JobNotFoundError):
                 return JobState.MISSING
-            raise DispatchError(f"cannot read Ray job {job_id}: {exc}") from exc
+            raise error from exc
         return _RAY_TO_STATE.get(str(getattr(status, "value", status)), JobState.RUNNING)
 
     def end_reason(self, job_id: str, state: JobState) -> str:
@@ -140,14 +145,38 @@ class RayJobDispatcher:
         except Exception as exc:
             return f"(logs unavailable: {exc})"
 
-    def cancel(self, ray_job_id: str) -> None:
-        """Stop the driver; Ray Tune's trials are actors of that job and stop with it."""
+    def cancel(self, job_id: str) -> None:
+        """Stop the driver; Ray Tune's trials are actors of that job and stop with it. A job the cluster
+        has no record of is stopped already; an unanswered request raises ClusterUnreachableError."""
         client = self._client()
         try:
-            client.stop_job(ray_job_id)
+            client.stop_job(job_id)  # False for a job that already ended: nothing to stop, fine
         except Exception as exc:
-            if self._job_exists(client, ray_job_id):
-                raise DispatchError(f"could not stop Ray job {ray_job_id}: {exc}") from exc
+            error = _classified(exc, job_id=job_id, doing=f"could not stop Ray job {job_id}")
+            if isinstance(error, JobNotFoundError):
+                log.info("Ray job %s is unknown to the cluster: nothing to stop", job_id)
+                return
+            raise error from exc
+
+
+def _classified(exc: Exception, *, doing: str, job_id: str | None = None) -> DispatchError:
+    """What an exception of ray.job_submission means: no such job (the server answered 404), no answer
+    (connection refused or reset, timeout, a 5xx from the server or a proxy), or a refusal (anything else,
+    e.g. a wrong token)."""
+    if isinstance(exc, DispatchError):
+        return exc
+    text = str(exc)
+    found = _STATUS_CODE.search(text)
+    status = int(found.group(1)) if found else None
+    if job_id is not None and (status == 404 or "does not exist" in text):
+        return JobNotFoundError(job_id, text)
+    # requests' ConnectionError and Timeout, and the builtin ConnectionError the client's constructor
+    # raises, are all OSErrors.
+    if isinstance(exc, OSError) or (status is not None and status >= 500):
+        return ClusterUnreachableError(
+            f"{doing}: the Ray job server did not answer ({type(exc).__name__}: {exc})"
+        )
+    return DispatchError(f"{doing}: {exc}")
 
 
 def _killing_signal(exit_code: object) -> str | None:

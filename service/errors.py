@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from service.ports import DispatchError
 from service.store import (
     IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
@@ -58,14 +59,17 @@ class NoResultsError(LookupError):
 
 
 class UnknownMetricError(LookupError):
-    """`?metric=` names no metric the selected trials stored; the message lists the ones they did."""
+    """`?metric=` names no metric a results table of the selected trials can be built on: one no trial
+    stored as a number, or (`stored`) one the metric table (studies.spec.METRIC_DIRECTIONS) has no better
+    direction for; the message lists the metrics that can."""
 
-    def __init__(self, metric: str, known: list[str]) -> None:
+    def __init__(self, metric: str, known: list[str], *, stored: bool = False) -> None:
         self.metric = metric
-        listed = ", ".join(known) if known else "none (no trial stored a numeric metric)"
+        why = "has no known better direction" if stored else "was not stored by these trials"
+        listed = ", ".join(known) if known else "none (no trial stored a comparable metric)"
         super().__init__(
-            f"unknown metric '{metric}': these trials stored {listed}; leave `metric` out for the dataset's "
-            "primary metric"
+            f"unknown metric '{metric}': it {why}; these trials can be compared on {listed}; leave "
+            "`metric` out for the dataset's primary metric"
         )
 
 
@@ -83,7 +87,7 @@ class InvalidSpecError(ValueError):
 
     @classmethod
     def from_validation_error(cls, validation_error: ValidationError) -> InvalidSpecError:
-        return cls(validation_error.errors(include_url=False))
+        return cls([dict(error) for error in validation_error.errors(include_url=False)])
 
 
 # --------------------------------------------------------------------------- documented error bodies
@@ -230,3 +234,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SpecFormatError, _spec_format)
     app.add_exception_handler(InvalidSpecError, _invalid_spec)
     app.add_exception_handler(ClusterUnavailableError, _message(503))
+    app.add_exception_handler(DispatchError, _message(503))  # the cluster failed a request a route made

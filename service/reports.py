@@ -27,7 +27,7 @@ from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
 from studies.report import Figure, Provenance, StudyReport, build_report
 from studies.report.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
-from studies.spec import DATASET_METRICS, StudySpec
+from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.tables.dataset_notes import dataset_note
 from studies.tables.render_evidence_svg import evidence_figures
 
@@ -45,14 +45,15 @@ def study_report(session: Session, *, study_id: str) -> StudyReport:
     notes += claim_note
     if StudyStatus(study.status) not in TERMINAL_STATUSES:
         notes.append(f"the study is {study.status}: this report covers the trials finished so far")
-    elif study.status != StudyStatus.SUCCEEDED.value:
+    elif study.status != StudyStatus.SUCCEEDED:
         notes.append(f"the study {study.status}" + (f": {study.error}" if study.error else ""))
 
-    metric, higher_is_better = DATASET_METRICS[study.dataset]
+    metric = f"test_{DATASET_METRICS[study.dataset][0]}"  # the claims' checks read the test-split metric
+    higher = higher_is_better(study.dataset, metric)
     data = StudyData(
         dataset=study.dataset,
-        metric=f"test_{metric}",
-        higher_is_better=higher_is_better,
+        metric=metric,
+        higher_is_better=higher,
         reference=spec.reference if spec is not None else str(study.spec.get("reference_method") or ""),
         trials=tuple(_trial_data(t, histories.get(t.trial_key, ())) for t in trials if t.seed is not None),
     )
@@ -63,9 +64,7 @@ def study_report(session: Session, *, study_id: str) -> StudyReport:
         claim=claim,
         spec_paper_numbers=dict(spec.paper_numbers) if spec is not None else {},
         planned_seeds=planned_seeds([spec]) if spec is not None else None,
-        figures=_figures(
-            trials, histories, dataset=study.dataset, metric=data.metric, higher=higher_is_better
-        ),
+        figures=_figures(trials, histories, dataset=study.dataset, metric=data.metric, higher=higher),
         dataset_note=dataset_note(study.dataset),
         notes=notes,
     )

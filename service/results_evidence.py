@@ -48,8 +48,8 @@ def evidence_trial(
 ) -> EvidenceTrial:
     """A stored trial as studies.evidence reads it; placement and depth come from its config."""
     config = trial.config
-    knobs = config.get("knobs") if isinstance(config.get("knobs"), Mapping) else {}
-    overrides = config.get("model_overrides") if isinstance(config.get("model_overrides"), Mapping) else {}
+    knobs = _mapping(config.get("knobs"))
+    overrides = _mapping(config.get("model_overrides"))
     placement = knobs.get("norm_placement", overrides.get("norm_placement", DEFAULT_PLACEMENT))
     depth = overrides.get("depth")
     value = trial.metric_value if metric_key is None else trial.metrics.get(metric_key)
@@ -65,3 +65,7 @@ def evidence_trial(
         final=dict(trial.metrics),
         history=tuple(history),
     )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -1,22 +1,53 @@
-"""One study's results table and mechanism evidence, built from the store as GET /results builds them
-(default metric, the study's reference, planned seeds and paper numbers). The study driver saves them
-with the study's MLflow parent run when it ends."""
+"""Results tables and their mechanism evidence, built from stored trials: the one place that turns a
+selection of final-phase (or grid) trials into a studies.tables table (its metric's direction from
+studies.spec.METRIC_DIRECTIONS, the studies' reference, planned seeds and paper numbers). GET /results
+(through service.results, which chooses the studies and checks the request) and the study driver (which
+saves one study's results with its MLflow parent run) both build here. No FastAPI: the driver imports it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from sqlalchemy.orm import Session
 
 from service.results_evidence import RESULT_PHASES, results_evidence
-from service.store import TrialView, get_study, list_trials
+from service.store import StudyView, TrialView, get_study, list_trials
 from studies.evidence import Evidence
-from studies.spec import DATASET_METRICS, StudySpec
-from studies.tables import ResultsTable, TrialRecord, build_results_table
+from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
+from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
 from studies.tables.dataset_notes import dataset_note
 
-__all__ = ["StudyResults", "planned_seeds", "stored_metric_names", "study_results", "trial_records"]
+__all__ = [
+    "ResultsSelection",
+    "StudyResults",
+    "planned_seeds",
+    "results_table",
+    "select_results",
+    "selection_evidence",
+    "stored_metric_names",
+    "study_results",
+    "trial_records",
+]
+
+
+@dataclass(frozen=True)
+class ResultsSelection:
+    """What a results table is built on: the studies of one dataset, their final-phase or grid trials, and
+    the metric compared (`metric_key` None: each trial's primary metric, `metric_value`)."""
+
+    dataset: str
+    studies: tuple[StudyView, ...]
+    trials: tuple[TrialView, ...]
+    metric: str  # as tables name it: the dataset's primary metric, or `metric_key`
+    metric_key: str | None
+    higher_is_better: bool
+
+    @property
+    def specs(self) -> list[StudySpec]:
+        return [StudySpec.model_validate(s.spec) for s in self.studies]
 
 
 @dataclass(frozen=True)
@@ -25,35 +56,72 @@ class StudyResults:
     evidence: Evidence
 
 
+def select_results(
+    dataset: str, studies: Sequence[StudyView], trials: Sequence[TrialView], metric_key: str | None = None
+) -> ResultsSelection:
+    """The selection of `trials` on `metric_key` (None: the dataset's primary metric); its direction comes
+    from the metric table, so a metric without one raises studies.spec.UnknownMetricError."""
+    metric = metric_key if metric_key is not None else DATASET_METRICS[dataset][0]
+    return ResultsSelection(
+        dataset=dataset,
+        studies=tuple(studies),
+        trials=tuple(trials),
+        metric=metric,
+        metric_key=metric_key,
+        higher_is_better=higher_is_better(dataset, metric),
+    )
+
+
+def results_table(
+    selection: ResultsSelection,
+    *,
+    reference: str | None = None,
+    confidence: float = 0.95,
+    adjustment: str = "holm",
+) -> ResultsTable:
+    """The CI table of a selection; `reference` None: the first study's reference row."""
+    specs = selection.specs
+    return build_results_table(
+        trial_records(selection.trials, selection.metric_key),
+        dataset=selection.dataset,
+        metric=selection.metric,
+        higher_is_better=selection.higher_is_better,
+        reference=reference or (specs[0].reference if specs else DEFAULT_REFERENCE),
+        confidence=confidence,
+        adjustment=adjustment,
+        planned_seeds=planned_seeds(specs),
+        paper_values={m: v for spec in specs for m, v in spec.paper_numbers.items()},
+        dataset_note=dataset_note(selection.dataset),  # stand-ins say what they stand in for
+    )
+
+
+def selection_evidence(
+    session: Session, selection: ResultsSelection, *, confidence: float = 0.95
+) -> Evidence:
+    """The mechanism evidence of a selection's trials (per-epoch histories read from the store)."""
+    return results_evidence(
+        session,
+        trials=selection.trials,
+        dataset=selection.dataset,
+        metric=selection.metric,
+        higher_is_better=selection.higher_is_better,
+        metric_key=selection.metric_key,
+        confidence=confidence,
+    )
+
+
 def study_results(session: Session, *, study_id: str, confidence: float = 0.95) -> StudyResults | None:
-    """The results of one study, or None while it has no final-phase or grid trials."""
+    """One study's results on its primary metric, as GET /results shows them by default, or None while it
+    has no final-phase or grid trials."""
     study = get_study(session, study_id=study_id)
     trials = list_trials(session, study_id=study_id, phase=list(RESULT_PHASES))
     if not trials:
         return None
-    spec = StudySpec.model_validate(study.spec)
-    metric, higher_is_better = DATASET_METRICS[study.dataset]
-    records = trial_records(trials)
-    table = build_results_table(
-        records,
-        dataset=study.dataset,
-        metric=metric,
-        higher_is_better=higher_is_better,
-        reference=spec.reference,
-        confidence=confidence,
-        planned_seeds=planned_seeds([spec]),
-        paper_values=dict(spec.paper_numbers),
-        dataset_note=dataset_note(study.dataset),
+    selection = select_results(study.dataset, [study], trials)
+    return StudyResults(
+        table=results_table(selection, confidence=confidence),
+        evidence=selection_evidence(session, selection, confidence=confidence),
     )
-    evidence = results_evidence(
-        session,
-        trials=trials,
-        dataset=study.dataset,
-        metric=metric,
-        higher_is_better=higher_is_better,
-        confidence=confidence,
-    )
-    return StudyResults(table=table, evidence=evidence)
 
 
 def trial_records(trials: Sequence[TrialView], metric: str | None = None) -> list[TrialRecord]:
@@ -75,11 +143,11 @@ def trial_records(trials: Sequence[TrialView], metric: str | None = None) -> lis
 
 
 def stored_metric_names(trials: Sequence[TrialView]) -> list[str]:
-    """The metrics a results table can be built on: every key some trial stored as a number."""
+    """Every key some trial stored as a number (a results table also needs the metric's direction)."""
     return sorted({name for t in trials for name, value in t.metrics.items() if _is_number(value)})
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

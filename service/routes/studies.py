@@ -1,17 +1,18 @@
 """/studies: submit (JSON or YAML), list, read with progress, list trials, a trial's history, cancel.
 
-Routes only persist: a submitted study is stored QUEUED and the background loop starts it.
+Routes only persist: a submitted study is stored QUEUED and the background loop starts it. Cancelling,
+which stops a running study's cluster job first, is service.studies.cancel_study.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 
+from service import studies as studies_service
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
-from service.errors import ClusterUnavailableError, error_responses
-from service.ports import Dispatcher
+from service.errors import error_responses
 from service.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
 from service.routes.sessions import EngineDep, ReadSessionDep
 from service.routes.spec_body import read_spec
@@ -19,15 +20,12 @@ from service.routes.text import StorableText
 from service.store import (
     Phase,
     StudyStatus,
-    StudyView,
     TrialStatus,
     create_study,
     create_study_once,
     get_study,
     list_studies,
     list_trials,
-    session_scope,
-    set_study_status,
     trial_history,
 )
 from studies.spec import StudySpec
@@ -35,8 +33,6 @@ from studies.spec import StudySpec
 __all__ = ["router"]
 
 router = APIRouter(prefix="/studies", tags=["studies"])
-
-_CANCEL_ATTEMPTS = 3  # a study starts at most once, so the second pass settles a cancel; one spare
 
 _SPEC_BODY = {
     "requestBody": {
@@ -67,7 +63,7 @@ IdempotencyKey = Annotated[
     ),
 ]
 
-_REPLAY_RESPONSE = {
+_REPLAY_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "model": StudyOut,
         "description": "Replay: an earlier POST with this Idempotency-Key and spec stored this study; "
@@ -173,42 +169,4 @@ def read_trial_history(
     summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
 )
 def cancel_study(study_id: StorableText, engine: EngineDep, dispatcher: DispatcherDep) -> StudyOut:
-    # The Ray call runs outside every transaction: a slow or hanging dashboard must not hold the
-    # database lock (SQLite) or the study's row (PostgreSQL) that the drivers need to record trials.
-    stopped: set[str] = set()
-    with session_scope(engine, readonly=True) as session:
-        study = get_study(session, study_id=study_id)
-    for _ in range(_CANCEL_ATTEMPTS):
-        job = _job_to_stop(study)
-        if job is not None and job not in stopped:
-            _stop_job(dispatcher, job)
-            stopped.add(job)
-        with session_scope(engine) as session:
-            # Re-read under the lock: the background loop may have started the study (new Ray job)
-            # since the read above; that job is stopped first, on the next pass.
-            study = get_study(session, study_id=study_id, lock=True)
-            job = _job_to_stop(study)
-            if job is None or job in stopped:
-                # Finished studies raise InvalidStatusTransitionError (409); a cancelled one is a no-op.
-                return StudyOut.from_view(
-                    set_study_status(session, study_id=study_id, status=StudyStatus.CANCELLED)
-                )
-    raise ClusterUnavailableError(
-        f"study {study_id} kept starting new Ray jobs while being cancelled; it is still running, try again"
-    )
-
-
-def _job_to_stop(study: StudyView) -> str | None:
-    return study.ray_job_id if study.status == StudyStatus.RUNNING.value else None
-
-
-def _stop_job(dispatcher: Dispatcher | None, job_id: str) -> None:
-    if dispatcher is None:
-        raise ClusterUnavailableError("this API has no dispatcher configured, so it cannot stop Ray jobs")
-    try:
-        dispatcher.cancel(job_id)
-    except Exception as exc:
-        raise ClusterUnavailableError(
-            f"could not stop Ray job {job_id} ({type(exc).__name__}: {exc}); "
-            "the study is still running, try again"
-        ) from exc
+    return StudyOut.from_view(studies_service.cancel_study(engine, dispatcher, study_id))

@@ -11,9 +11,10 @@ distribution a phase cannot use is an error with a field path, never silently ig
 
 The package imports neither torch nor FastAPI: the service validates specs without the training stack.
 
-Layout: `names` (datasets, methods, models, fields), `distributions` (knob distributions), `sections`
-(model, scheduler, budget, data, resources), `study` (StudySpec), `rules` (its cross-field rules) and
-`loading` (YAML/JSON text -> validated spec). Import from `studies.spec`; the modules are its layout.
+Layout: `names` (datasets, methods, models, fields), `metrics` (which way each metric is better),
+`distributions` (knob distributions), `sections` (model, scheduler, budget, data, resources), `study`
+(StudySpec), `rules` (its cross-field rules) and `loading` (YAML/JSON text -> validated spec). Import
+from `studies.spec`; the modules are its layout.
 """
 
 from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob
@@ -34,6 +35,7 @@ from studies.spec.loading import (
     parse_spec_text,
     validate_spec_data,
 )
+from studies.spec.metrics import METRIC_DIRECTIONS, UnknownMetricError, higher_is_better, known_metrics
 from studies.spec.names import (
     DATASET_CORRUPTIONS,
     DATASET_METRICS,
@@ -62,6 +64,7 @@ __all__ = [
     "KNOWN_DATASETS",
     "KNOWN_MODELS",
     "METHODS",
+    "METRIC_DIRECTIONS",
     "MODEL_CONFIG_FIELDS",
     "YAML_CONTENT_TYPES",
     "Budget",
@@ -80,8 +83,11 @@ __all__ = [
     "SpecFormatError",
     "StudySpec",
     "Uniform",
+    "UnknownMetricError",
     "UnsupportedContentTypeError",
     "has_searchable_knobs",
+    "higher_is_better",
+    "known_metrics",
     "load_spec",
     "parse_spec_text",
     "validate_spec_data",

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
 
 from service.app import create_app
+from service.ports import ClusterUnreachableError, JobState
 from service.settings import Settings
 from service.store import make_engine, upgrade_database
 from tests.service.postgres_server import SessionPostgres, postgres_for_tests
@@ -97,20 +98,30 @@ def engine(database_url: str) -> Iterator[sa.Engine]:
 
 
 class FakeDispatcher:
-    """Records what the API asks of the cluster; `fail_cancel` makes cancel raise like an unreachable Ray."""
+    """Records what the API asks of the cluster; `fail_cancel` makes cancel raise like an unreachable Ray
+    (the service.ports.Dispatcher contract: ClusterUnreachableError)."""
 
     def __init__(self) -> None:
         self.submitted: list[str] = []
         self.cancelled: list[str] = []
         self.fail_cancel = False
 
-    def submit(self, study_id: str, spec: dict) -> str:
+    def submit(self, study_id: str, spec: dict | None = None, *, attempt: int = 1) -> str:
         self.submitted.append(study_id)
         return f"raysubmit_{study_id}"
 
+    def state(self, job_id: str) -> JobState:
+        return JobState.STOPPED if job_id in self.cancelled else JobState.RUNNING
+
+    def end_reason(self, job_id: str, state: JobState) -> str:
+        return f"Ray job {job_id} ended {state.value}"
+
+    def logs_tail(self, job_id: str, max_chars: int = 4000) -> str:
+        return ""
+
     def cancel(self, ray_job_id: str) -> None:
         if self.fail_cancel:
-            raise ConnectionError("ray dashboard unreachable")
+            raise ClusterUnreachableError("ray dashboard unreachable")
         self.cancelled.append(ray_job_id)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from service.background import StudyReconciler
-from service.dispatcher import DispatchError, JobState, submission_id_for
+from service.dispatcher import ClusterUnreachableError, DispatchError, JobState, submission_id_for
 from service.settings import Settings
 from service.store import (
     create_study,
@@ -48,7 +48,7 @@ class FakeDispatcher:
 
     def submit(self, study_id: str, spec=None, *, attempt: int = 1) -> str:
         if not self.reachable:
-            raise DispatchError("cluster down")
+            raise ClusterUnreachableError("cluster down")
         job = submission_id_for(study_id, attempt)
         if self.on_submit is not None:
             self.on_submit(study_id, attempt)
@@ -58,7 +58,7 @@ class FakeDispatcher:
 
     def state(self, job_id: str) -> JobState:
         if not self.reachable:
-            raise DispatchError("cluster down")
+            raise ClusterUnreachableError("cluster down")
         return self.states.get(job_id, JobState.MISSING)
 
     def end_reason(self, job_id: str, state: JobState) -> str:

@@ -1,14 +1,33 @@
-"""The dispatcher names each driver attempt's Ray job after its study and attempt, and says in one line how a
-driver that recorded no outcome ended (Ray's job server is faked here; tests/e2e use a real one)."""
+"""The dispatcher names each driver attempt's Ray job after its study and attempt, says in one line how a
+driver that recorded no outcome ended, and tells a job the cluster does not have (cancel: done; state:
+missing) from a cluster that does not answer (ClusterUnreachableError). Ray's job server is faked or stubbed
+over HTTP here; tests/e2e use a real one."""
 
 from __future__ import annotations
 
+import inspect
+import json
+import re
+import socket
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
+import ray
+import requests
 
-from service.dispatcher import JobState, RayJobDispatcher, submission_id_for
+from service.dispatcher import (
+    ClusterUnreachableError,
+    DispatchError,
+    JobNotFoundError,
+    JobState,
+    RayJobDispatcher,
+    submission_id_for,
+)
+from service.ports import Dispatcher
 
 
 @dataclass
@@ -85,3 +104,119 @@ def test_a_job_the_cluster_forgot_and_one_without_details_still_get_a_reason():
     dispatcher = _Dispatcher(FakeJobClient())
     assert "unknown to the cluster" in dispatcher.end_reason("gone", JobState.MISSING)
     assert dispatcher.end_reason("gone", JobState.STOPPED).startswith("Ray job gone ended stopped (details")
+
+
+# ----- a missing job vs an unreachable cluster ---------------------------------------------------------
+
+
+class _StubJobServer(BaseHTTPRequestHandler):
+    """Ray's job server as far as these tests need it: its version, and a 404 for every job (it has none)."""
+
+    def do_GET(self) -> None:
+        if self.path == "/api/version":
+            self._answer(200, json.dumps({"version": "4", "ray_version": ray.__version__}))
+        else:
+            self._no_such_job()
+
+    def do_POST(self) -> None:
+        self._no_such_job()
+
+    def _no_such_job(self) -> None:
+        job_id = self.path.removeprefix("/api/jobs/").split("/")[0]
+        self._answer(404, f"Job {job_id} does not exist")
+
+    def _answer(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def job_server_without_jobs() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StubJobServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def nothing_listening() -> str:
+    """A loopback port that was free a moment ago: connections to it are refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_cancelling_a_job_the_cluster_does_not_have_is_done_and_its_state_is_missing(job_server_without_jobs):
+    dispatcher = RayJobDispatcher(dashboard_url=job_server_without_jobs)
+    dispatcher.cancel("normlab-study-gone")  # nothing runs: nothing to stop, no error
+    assert dispatcher.state("normlab-study-gone") is JobState.MISSING
+
+
+def test_when_nothing_answers_cancel_state_and_submit_raise_cluster_unreachable(nothing_listening):
+    dispatcher = RayJobDispatcher(dashboard_url=nothing_listening)
+    for call in (
+        lambda: dispatcher.cancel("j"),
+        lambda: dispatcher.state("j"),
+        lambda: dispatcher.submit("s"),
+    ):
+        with pytest.raises(ClusterUnreachableError, match=re.escape(nothing_listening)):
+            call()
+
+
+@dataclass
+class _FlakyJobClient:
+    """A job client whose requests fail after it connected: the dashboard went away, or answered 5xx."""
+
+    error: Exception
+
+    def stop_job(self, job_id: str) -> bool:
+        raise self.error
+
+    def get_job_status(self, job_id: str) -> str:
+        raise self.error
+
+    def get_job_info(self, job_id: str) -> SimpleNamespace:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        requests.exceptions.ConnectionError("connection reset by peer"),
+        requests.exceptions.ReadTimeout("read timed out"),
+        RuntimeError("Request failed with status code 503: Service Unavailable."),
+    ],
+)
+def test_an_outage_during_a_request_is_never_taken_for_a_stopped_job(error):
+    dispatcher = _Dispatcher(_FlakyJobClient(error))  # type: ignore[arg-type]
+    with pytest.raises(ClusterUnreachableError):
+        dispatcher.cancel("j")
+    with pytest.raises(ClusterUnreachableError):
+        dispatcher.state("j")
+
+
+def test_a_refusal_is_a_dispatch_error_but_neither_missing_nor_unreachable():
+    dispatcher = _Dispatcher(_FlakyJobClient(RuntimeError("Request failed with status code 401: bad token.")))  # type: ignore[arg-type]
+    with pytest.raises(DispatchError) as raised:
+        dispatcher.cancel("j")
+    assert not isinstance(raised.value, (ClusterUnreachableError, JobNotFoundError))
+
+
+def test_the_ray_dispatcher_offers_every_method_of_the_dispatcher_protocol_with_its_parameters():
+    dispatcher = RayJobDispatcher(dashboard_url="http://ray.invalid:8265")
+    assert isinstance(dispatcher, Dispatcher)
+    for name in ("submit", "state", "end_reason", "logs_tail", "cancel"):
+        protocol = inspect.signature(getattr(Dispatcher, name)).parameters
+        implementation = inspect.signature(getattr(RayJobDispatcher, name)).parameters
+        assert [(p.name, p.kind, p.default) for p in protocol.values()] == [
+            (p.name, p.kind, p.default) for p in implementation.values()
+        ], name

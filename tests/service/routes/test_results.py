@@ -42,7 +42,9 @@ def _record(engine, study_id, method, seed, value, *, phase="final", status="suc
             status=status,
             metrics={
                 "test_accuracy": value,
-                "test_accuracy_corruption_mean": None if value is None else value - 0.1,
+                "val_accuracy": None if value is None else value - 0.1,
+                "train_loss": None if value is None else 1.0 - value,
+                "gate_entropy_mean": 0.5,  # recorded, but neither higher nor lower is better
             },
             metric_value=value,
             mlflow_run_id=f"run-{method}-{seed}",
@@ -113,16 +115,25 @@ def test_reference_metric_and_adjustment_can_be_chosen(client, finished_study):
         "/results/digits",
         params={
             "reference": "dyt",
-            "metric": "test_accuracy_corruption_mean",
+            "metric": "val_accuracy",
             "adjust": "bh",
             "confidence": 0.9,
         },
     ).json()
     rows = _rows(payload)
     assert payload["reference"] == "dyt" and rows["dyt"]["is_reference"]
-    assert payload["metric"] == "test_accuracy_corruption_mean"
+    assert payload["metric"] == "val_accuracy"
     assert rows["frozen_ln"]["mean"] == pytest.approx(0.80)
     assert rows["frozen_ln"]["adjustment"] == "bh" and rows["frozen_ln"]["confidence"] == 0.9
+
+
+def test_a_chosen_metric_is_compared_in_the_direction_the_metric_table_gives(client, finished_study):
+    # train_loss is lower-is-better: autonorm_s has the lowest loss on every seed, so it improves.
+    payload = client.get("/results/digits", params={"metric": "train_loss"}).json()
+    assert payload["metric"] == "train_loss"
+    assert _rows(payload)["autonorm_s"]["prob_improvement"] == pytest.approx(1.0)
+    accuracy = _rows(client.get("/results/digits").json())
+    assert accuracy["autonorm_s"]["prob_improvement"] == pytest.approx(1.0)
 
 
 def test_by_default_the_newest_study_with_results_is_shown_and_study_selects_or_pools(

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-import service.routes.studies as studies_routes
+import service.studies as studies_service
 from service.store import engine as engine_module
 from service.store import (
     get_study,
@@ -280,7 +280,7 @@ def test_a_queued_study_that_starts_while_being_cancelled_has_its_new_job_stoppe
                 set_study_status(writer, study_id=study_id, status="running")
         return study
 
-    monkeypatch.setattr(studies_routes, "get_study", background_loop_starts_it_right_after_the_first_read)
+    monkeypatch.setattr(studies_service, "get_study", background_loop_starts_it_right_after_the_first_read)
     response = client.post(f"/studies/{study_id}/cancel", headers=AUTH)
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert reads[0] == "queued" and dispatcher.cancelled == ["raysubmit_late"]
