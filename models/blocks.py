@@ -15,6 +15,7 @@ norms only (AutoNorm, FiLM: their token mean skips pads); one-argument norms nev
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -87,7 +88,7 @@ class TransformerBlock(nn.Module):
         drop_path: float = 0.0,
     ) -> None:
         super().__init__()
-        common = {
+        common: dict[str, Any] = {
             "norm_layer": norm_layer,
             "placement": placement,
             "skip_scale": skip_scale,

@@ -19,10 +19,12 @@ import copy
 import math
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import nn
 
+from models.backbone import TokenTransformer
 from models.layers import MlpBranch
 from models.residual_mlp import ResidualMLP, ResidualMLPConfig
 
@@ -92,11 +94,14 @@ def branch_jacobian(branch: MlpBranch, x: torch.Tensor, activation: str) -> torc
     inner = slope.unsqueeze(1) * w_up  # diag(act') W_up, (m, d)
     if branch.branch == "one_matrix":
         return inner
-    return branch.fc_down.weight.double() @ inner  # (d, d)
+    down = branch.fc_down
+    assert isinstance(down, nn.Linear)  # a two_matrix branch ends in its down-projection
+    return down.weight.double() @ inner  # (d, d)
 
 
-def _float64_eval_copy(model: nn.Module) -> nn.Module:
-    return copy.deepcopy(model).double().eval()
+def _float64_eval_copy(model: nn.Module) -> TokenTransformer | ResidualMLP:
+    # Every model the rank tools measure is one of the two trunks (embed, forward_blocks, blocks, config).
+    return cast("TokenTransformer | ResidualMLP", copy.deepcopy(model).double().eval())
 
 
 def _one_example(example_input: torch.Tensor, model: nn.Module) -> torch.Tensor:

@@ -111,7 +111,7 @@ def submit(
                 f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
                 f"(it writes {settings.api_token_path})"
             )
-        study = submit_spec_text(settings.api_url, token, spec_text, content_type=content_type)
+        study = submit_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
         console.print(
             f"submitted [bold]{study['name']}[/] as study [bold cyan]{study['id']}[/] "
             f"({study['progress']['planned']} trials planned, status {study['status']})"
@@ -120,7 +120,7 @@ def submit(
             console.print(f"follow it with `normlab status {study['id']}`")
             return
         try:
-            final = follow_study(settings.api_url, study["id"], poll_s=poll)
+            final = follow_study(str(settings.api_url), study["id"], poll_s=poll)
         except KeyboardInterrupt:
             console.print(
                 f"stopped watching; the study keeps running (`normlab status {study['id']}`, "
@@ -129,7 +129,7 @@ def submit(
             raise typer.Exit(code=130) from None
         _print_outcome(final)
         if final["status"] == "succeeded":
-            print_results(settings.api_url, final["dataset"], study_id=final["id"])
+            print_results(str(settings.api_url), final["dataset"], study_id=final["id"])
         else:
             raise typer.Exit(code=1)
     except CliError as error:
@@ -148,7 +148,7 @@ def status(study_id: str = typer.Argument(..., help="the study id `submit` print
     """Show a study's status and progress."""
     settings = _settings()
     try:
-        with ApiClient(settings.api_url) as api:
+        with ApiClient(str(settings.api_url)) as api:
             study = api.json("GET", f"/studies/{study_id}")
     except CliError as error:
         raise _fail(error) from None
@@ -183,7 +183,7 @@ def results(
         raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_FORMATS)}"))
     settings = _settings()
     try:
-        print_results(settings.api_url, dataset, study_id=study, fmt=format, reference=reference)
+        print_results(str(settings.api_url), dataset, study_id=study, fmt=format, reference=reference)
     except CliError as error:
         raise _fail(error) from None
 
@@ -202,7 +202,7 @@ def report(
         raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_REPORT_FORMATS)}"))
     settings = _settings()
     try:
-        text = fetch_report(settings.api_url, study_id, fmt=format)
+        text = fetch_report(str(settings.api_url), study_id, fmt=format)
     except CliError as error:
         raise _fail(error) from None
     if output is None:
@@ -228,7 +228,7 @@ def cancel(study_id: str = typer.Argument(..., help="the study id to cancel")) -
                 "no API token: set NORMLAB_API_TOKEN to the server's token (`normlab token` prints it on "
                 "the server machine)"
             )
-        with ApiClient(settings.api_url, token) as api:
+        with ApiClient(str(settings.api_url), token) as api:
             study = api.json("POST", f"/studies/{study_id}/cancel")
     except CliError as error:
         raise _fail(error) from None
@@ -244,7 +244,7 @@ def studies(
     settings = _settings()
     params = {k: v for k, v in {"status": status_filter, "dataset": dataset}.items() if v}
     try:
-        with ApiClient(settings.api_url) as api:
+        with ApiClient(str(settings.api_url)) as api:
             listed = api.json("GET", "/studies", params=params)
     except CliError as error:
         raise _fail(error) from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -34,6 +35,8 @@ __all__ = [
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
+# The API's status vocabulary (service.store.StudyStatus), as strings: this client imports nothing of the
+# service, so the CLI starts without SQLAlchemy.
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _FORMATS = ("table", "json", "csv", "md", "html")
 
@@ -100,7 +103,7 @@ def _describe_failure(response: httpx.Response, api_url: str) -> str:
     return f"{detail} ({code})"
 
 
-def _spec_problems(errors: list[dict[str, Any]]) -> str:
+def _spec_problems(errors: Sequence[Mapping[str, Any]]) -> str:
     """Validation errors (the API's 422 detail, or pydantic's) as one line per field path."""
     lines = ["the study spec is invalid:"]
     for error in errors:
@@ -125,7 +128,7 @@ def check_spec_text(spec_text: str, *, content_type: str = "application/yaml") -
         data = parse_spec_text(spec_text, content_type)
     except (ValueError, TypeError, RecursionError) as exc:  # SpecFormatError is a ValueError
         raise CliError(f"{exc}\n({unsent})") from exc
-    problems = json_problems(data)
+    problems: Sequence[Mapping[str, Any]] = json_problems(data)
     if not problems:
         try:
             validate_spec_data(data)

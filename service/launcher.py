@@ -392,13 +392,14 @@ def _run_demo(settings: Settings, api_token: str) -> None:
     from service.client import follow_study, print_results, submit_spec_text
     from service.processes import wait_until
 
-    if not wait_until(lambda: http_ok(f"{settings.api_url}/healthz"), timeout=120):
+    api_url = str(settings.api_url)
+    if not wait_until(lambda: http_ok(f"{api_url}/healthz"), timeout=120):
         console.print("[red]the API did not come up; demo not submitted[/]")
         return
     spec_text = files("studies").joinpath("examples/quick.yaml").read_text()
-    study = submit_spec_text(settings.api_url, api_token, spec_text, content_type="application/yaml")
-    final = follow_study(settings.api_url, study["id"])
+    study = submit_spec_text(api_url, api_token, spec_text, content_type="application/yaml")
+    final = follow_study(api_url, study["id"])
     if final["status"] == "succeeded":
-        print_results(settings.api_url, final["dataset"], study_id=study["id"])
+        print_results(api_url, final["dataset"], study_id=study["id"])
     else:
         console.print(f"[red]demo study ended {final['status']}[/]: {final.get('error')}")

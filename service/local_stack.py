@@ -273,7 +273,7 @@ class StackRecord:
     def track(self, process: ManagedProcess) -> None:
         """Note a child before it starts (its mark finds it even if the launcher dies during the start),
         and again after (its pid and start time)."""
-        entry = {"name": process.name, "mark": process.mark}
+        entry: dict[str, Any] = {"name": process.name, "mark": process.mark}
         if process.identity is not None:
             entry.update(pid=process.identity.pid, started=process.identity.started)
         self.processes = [p for p in self.processes if p["mark"] != process.mark] + [entry]

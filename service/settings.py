@@ -64,8 +64,10 @@ class Settings(BaseSettings):
     ray_num_cpus: int | None = Field(None, ge=1)  # None: Ray detects the machine's CPUs
     ray_num_gpus: int | None = Field(None, ge=0)
     ray_temp_dir: Path | None = None  # None: Ray's default (/tmp/ray)
-    # Token for Ray's token authentication (on by default since Ray 2.60); None -> generated into the
-    # data dir on first run (service.auth.ensure_ray_auth_token).
+    # Token for Ray's token authentication (Ray 2.52 and newer, hence the dependency's floor). Whether Ray
+    # turns it on by itself depends on the version and on how the cluster starts (`ray start` no, a local
+    # ray.init() in recent releases yes); NormLab sets RAY_AUTH_MODE=token everywhere, so it is always on.
+    # None -> generated into the data dir on first run (service.auth.ensure_ray_auth_token).
     ray_auth_token: SecretStr | None = None
 
     # HTTP API.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.stack_probe import Answer, is_http_url, mlflow_answer
+from service.store.status import StudyStatus
 
 if TYPE_CHECKING:  # mlflow is imported only when runs are closed: the API starts without it
     from mlflow.entities import Run
@@ -25,20 +26,29 @@ log = logging.getLogger(__name__)
 STUDY_ID_TAG = "normlab.study_id"  # on the parent run and on every trial's child run
 ROLE_TAG = "normlab.role"  # "parent" on the study's parent run
 
-_CHILD_STATUS = {"succeeded": "KILLED", "failed": "FAILED", "cancelled": "KILLED"}
-_PARENT_STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+# Study status -> MLflow run status (MLflow's own vocabulary) of a run the study left RUNNING.
+_CHILD_STATUS = {
+    StudyStatus.SUCCEEDED: "KILLED",
+    StudyStatus.FAILED: "FAILED",
+    StudyStatus.CANCELLED: "KILLED",
+}
+_PARENT_STATUS = {
+    StudyStatus.SUCCEEDED: "FINISHED",
+    StudyStatus.FAILED: "FAILED",
+    StudyStatus.CANCELLED: "KILLED",
+}
 
 
 class MlflowUnavailableError(RuntimeError):
     """The tracking server did not answer; the runs stay as they are until the next try."""
 
 
-def closing_status(study_status: str, *, parent: bool) -> str:
+def closing_status(study_status: StudyStatus | str, *, parent: bool) -> str:
     """The MLflow status a RUNNING run of a study that ended `study_status` is closed with."""
     table = _PARENT_STATUS if parent else _CHILD_STATUS
     try:
-        return table[study_status]
-    except KeyError:
+        return table[StudyStatus(study_status)]
+    except (KeyError, ValueError):
         raise ValueError(f"a {study_status} study has not ended: its runs are not closed") from None
 
 

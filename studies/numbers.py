@@ -4,13 +4,14 @@ definition for every layer (the driver's bookkeeping, the evidence views, the fi
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = ["finite_or_none", "is_finite_number"]
 
 
-def is_finite_number(value: Any) -> bool:
-    """True for a finite int or float (numpy scalars included); False for bools, None, NaN, inf, text."""
+def is_finite_number(value: Any) -> TypeGuard[float]:
+    """True for a finite int or float (numpy scalars included); False for bools, None, NaN, inf, text.
+    A guard: where it holds, type checkers treat `value` as a number."""
     if _is_numpy_scalar(value):
         value = value.item()
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -18,10 +19,8 @@ def is_finite_number(value: Any) -> bool:
 
 def finite_or_none(value: Any) -> float | None:
     """A plain float for a finite number, else None."""
-    if not is_finite_number(value):
-        return None
     number = value.item() if _is_numpy_scalar(value) else value
-    return float(number)
+    return float(number) if is_finite_number(number) else None
 
 
 def _is_numpy_scalar(value: Any) -> bool:

@@ -107,6 +107,11 @@ def _backward(ctx, grad):  # type: ignore[no-untyped-def]
     d_dyt_w, d_dyt_b, d_ln_w, d_ln_b = (torch.empty(dim) for _ in range(4))
     # A frozen selector (GateFreezer) gets no gradient, so the kernel skips those reductions; the
     # gate's path to x is still differentiated, as on the eager path.
+    d_w1: torch.Tensor | None
+    d_b1: torch.Tensor | None
+    d_w2: torch.Tensor | None
+    d_b2: torch.Tensor | None
+    selector_ptrs: tuple[int | None, ...]
     if any(ctx.needs_input_grad[_SELECTOR_INPUTS]):
         d_w1, d_b1, d_w2, d_b2 = (
             torch.empty(hidden, dim),

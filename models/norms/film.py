@@ -6,6 +6,8 @@ prefix mean of tokens 0..t, so gamma and beta are per token, (B, T, D), and neve
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -24,8 +26,9 @@ class FiLMNorm(TokenConditionedNorm):
         self.zero_init_last()
 
     def zero_init_last(self) -> None:
-        nn.init.zeros_(self.modulator[-1].weight)
-        nn.init.zeros_(self.modulator[-1].bias)
+        last = cast(nn.Linear, self.modulator[-1])  # built in __init__: Linear(hidden, 2 * dim)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)

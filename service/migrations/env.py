@@ -27,7 +27,10 @@ def run_migrations_online() -> None:
     if connection is not None:  # a caller (e.g. a test) lends its own connection
         _run(connection)
         return
-    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:  # service.store.migrate sets it; alembic run by hand needs it in alembic.ini
+        raise RuntimeError("no sqlalchemy.url in the Alembic config")
+    engine = make_engine(url)
     try:
         with engine.connect() as connection:
             _run(connection)

@@ -50,13 +50,13 @@ def record_trial_epoch(
     }
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     statement = insert(TrialEpoch).values(**values)
-    statement = statement.on_conflict_do_update(
+    upsert = statement.on_conflict_do_update(
         index_elements=[TrialEpoch.trial_key, TrialEpoch.epoch],
         set_={"metrics": statement.excluded.metrics, "recorded_at": statement.excluded.recorded_at},
         where=TrialEpoch.study_id == statement.excluded.study_id,
     ).returning(TrialEpoch.epoch)
     # No row comes back when the WHERE refused the update (rowcount is not reliable for upserts).
-    if session.execute(statement).first() is None:
+    if session.execute(upsert).first() is None:
         owner = session.scalar(
             select(TrialEpoch.study_id).where(TrialEpoch.trial_key == trial_key, TrialEpoch.epoch == epoch)
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import select
@@ -118,7 +119,7 @@ def _many(value: Any) -> list[Any]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _domain(enum: type, value: Any, field: str) -> str:
+def _domain(enum: type[Enum], value: Any, field: str) -> str:
     try:
         return enum(value).value
     except ValueError:

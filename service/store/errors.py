@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from service.store.status import TERMINAL_STATUSES
+
 __all__ = [
     "IdempotencyKeyReusedError",
     "InvalidStatusTransitionError",
@@ -42,11 +44,7 @@ class TrialNotFoundError(StudyNotFoundError):
 
 class InvalidStatusTransitionError(StoreError):
     def __init__(self, study_id: str, current: str, requested: str) -> None:
-        final = (
-            " (a finished study keeps its final status)"
-            if current in ("succeeded", "failed", "cancelled")
-            else ""
-        )
+        final = " (a finished study keeps its final status)" if current in TERMINAL_STATUSES else ""
         super().__init__(f"study '{study_id}' is {current}; it cannot become {requested}{final}")
         self.study_id = study_id
         self.current = current

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from service.store.tables import Study, StudyAttempt, Trial
 
@@ -145,6 +145,10 @@ class TrialView:
         )
 
 
+@overload
+def _aware(moment: datetime) -> datetime: ...
+@overload
+def _aware(moment: datetime | None) -> datetime | None: ...
 def _aware(moment: datetime | None) -> datetime | None:
     # SQLite drops the offset; every timestamp the store writes is UTC.
     if moment is None or moment.tzinfo is not None:

@@ -34,7 +34,8 @@ class SweepCheck(CheckBase):
 
     def evaluate(self, data: StudyData, *, paper: Mapping[str, float] | None = None) -> CheckResult:
         groups = sorted({t.group for t in data.completed() if t.method == self.method}, key=str)
-        pairs, focus_indices = [], []
+        pairs: list[PairSpec] = []
+        focus_indices: list[int] = []
         for group in groups:
             knobs = parse_group_label(group)
             point = {"method": self.method, **knobs}

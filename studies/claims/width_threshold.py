@@ -59,14 +59,16 @@ def theoretical_threshold(activation: str) -> float:
     return 1.0 / activation_survival(activation)
 
 
+Activation = Literal["relu", "gelu", "tanh"]
+_DEFAULT_ACTIVATIONS: tuple[Activation, ...] = ("relu", "gelu")
+
+
 class WidthThresholdCheck(CheckBase):
     type: Literal["width_threshold"] = "width_threshold"
     metric: str = "init_branch_rank"
     width_knob: str = "width_expansion"
     activation_knob: str = "activation"
-    activations: list[Literal["relu", "gelu", "tanh"]] = Field(
-        default_factory=lambda: ["relu", "gelu"], min_length=1
-    )
+    activations: list[Activation] = Field(default_factory=lambda: list(_DEFAULT_ACTIVATIONS), min_length=1)
     full_level: float = Field(0.99, gt=0.0, le=1.0)
     tolerance: float = Field(0.15, ge=0.0, lt=1.0)  # widths within ±15 % of the threshold are not judged
 

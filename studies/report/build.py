@@ -4,12 +4,14 @@ check's verdict, the comparison table, figures and provenance (pure: the service
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from studies.catalog import Claim, DatasetComparability, dataset_comparability, unclaimed_comparability
+from studies.catalog import Claim, dataset_comparability, unclaimed_comparability
 from studies.claims.trials import StudyData
-from studies.claims.verdicts import CheckResult
+from studies.report.model import Figure, PaperComparison, Provenance, StudyReportData
+from studies.report.render import to_json, to_markdown
+from studies.report.render_html import to_html
 from studies.stats import summarize
 from studies.tables.build import ResultsTable, build_results_table
 from studies.tables.records import TrialRecord
@@ -23,85 +25,17 @@ __all__ = [
 ]
 
 
-class Figure(Protocol):
-    """A figure the report shows: studies.tables.render_evidence_svg.EvidenceFigure has this shape."""
-
-    name: str
-    caption: str
-    svg: str
-
-
 @dataclass(frozen=True)
-class PaperComparison:
-    """One number the paper reports, next to the same quantity as measured (mean over seeds)."""
-
-    row: str  # the row the number belongs to (a method, or "method [grid point]")
-    metric: str
-    paper: float
-    measured: float | None
-    ci_low: float | None  # t interval of the measured mean
-    ci_high: float | None
-    n: int  # completed seeds behind the measured mean
-    comparable: bool  # False when the study ran on other data than the paper's number comes from
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where the numbers come from: the study, its spec and seeds, and the software that made the report."""
-
-    study_id: str
-    study_name: str
-    status: str
-    spec: Mapping[str, Any]
-    seeds: tuple[int, ...]
-    tune_seeds: tuple[int, ...]
-    split_seed: int
-    normlab_version: str
-    git_revision: str
-    packages: Mapping[str, str]
-    generated_at: str  # ISO 8601, UTC
-    created_at: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    mlflow_experiment_id: str | None = None
-    ray_job_id: str | None = None
-
-
-@dataclass(frozen=True)
-class StudyReport:
+class StudyReport(StudyReportData):
     """Everything a study's report shows; render it with to_markdown / to_html / to_json."""
 
-    study_id: str
-    study_name: str
-    kind: str
-    metric: str  # the metric the comparison table and paper numbers use
-    dataset: DatasetComparability
-    dataset_note: str | None  # the registry's description of a stand-in (None for the paper's own data)
-    claim: Claim | None
-    result: CheckResult | None  # the claim check's verdict; None without a claim
-    paper_vs_measured: tuple[PaperComparison, ...]
-    table: ResultsTable | None  # the comparison of every row with the reference, over seeds
-    figures: tuple[Figure, ...]
-    provenance: Provenance
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def verdict(self) -> str | None:
-        return None if self.result is None else self.result.verdict
-
     def to_json(self) -> dict[str, Any]:
-        from studies.report.render import to_json
-
         return to_json(self)
 
     def to_markdown(self) -> str:
-        from studies.report.render import to_markdown
-
         return to_markdown(self)
 
     def to_html(self) -> str:
-        from studies.report.render_html import to_html
-
         return to_html(self)
 
 

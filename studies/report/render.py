@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from studies.catalog import PAPERS
 from studies.tables.formatting import DASH, format_p
+from studies.tables.render_text import to_json as table_json
+from studies.tables.render_text import to_markdown as table_markdown
 
 if TYPE_CHECKING:
     from studies.claims.verdicts import Finding
-    from studies.report.build import StudyReport
+    from studies.report.model import StudyReportData
 
 __all__ = [
     "finding_cells",
@@ -47,7 +49,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def to_json(report: StudyReport) -> dict[str, Any]:
+def to_json(report: StudyReportData) -> dict[str, Any]:
     """Every section as plain data; figures as {name, caption, svg}."""
     payload: dict[str, Any] = {
         "study_id": report.study_id,
@@ -61,7 +63,7 @@ def to_json(report: StudyReport) -> dict[str, Any]:
         "dataset": {**_plain(report.dataset), "is_stand_in": report.dataset.is_stand_in},
         "dataset_note": report.dataset_note,
         "paper_vs_measured": _plain(report.paper_vs_measured),
-        "table": None if report.table is None else report.table.to_json(),
+        "table": None if report.table is None else table_json(report.table),
         "figures": [{"name": f.name, "caption": f.caption, "svg": f.svg} for f in report.figures],
         "provenance": _plain(report.provenance),
         "notes": list(report.notes),
@@ -80,18 +82,18 @@ def _interval(low: float | None, high: float | None) -> str:
     return DASH if low is None or high is None else f"[{low:.4g}, {high:.4g}]"
 
 
-def report_title(report: StudyReport) -> str:
+def report_title(report: StudyReportData) -> str:
     what = report.claim.title if report.claim is not None else f"{report.dataset.dataset}: comparison"
     return f"{what} — study {report.study_name} ({report.study_id})"
 
 
-def verdict_line(report: StudyReport) -> str:
+def verdict_line(report: StudyReportData) -> str:
     if report.result is None:
         return "No paper claim: this report compares every row with the reference, seed by seed."
     return f"Verdict: {VERDICT_WORDS.get(report.result.verdict, report.result.verdict)}"
 
 
-def finding_headers(report: StudyReport) -> list[str]:
+def finding_headers(report: StudyReportData) -> list[str]:
     level = f"{(report.result.confidence if report.result else 0.95) * 100:g} %"
     return [
         "finding",
@@ -122,7 +124,7 @@ def finding_cells(finding: Finding) -> list[str]:
     ]
 
 
-def paper_rows(report: StudyReport) -> tuple[list[str], list[list[str]]]:
+def paper_rows(report: StudyReportData) -> tuple[list[str], list[list[str]]]:
     level = f"{(report.result.confidence if report.result else 0.95) * 100:g} %"
     headers = ["row", "metric", "paper", "measured mean", f"{level} CI", "seeds", "comparable"]
     rows = [
@@ -140,7 +142,7 @@ def paper_rows(report: StudyReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def provenance_items(report: StudyReport) -> list[tuple[str, str]]:
+def provenance_items(report: StudyReportData) -> list[tuple[str, str]]:
     p = report.provenance
     items = [
         ("study", f"{p.study_name} ({p.study_id}), status {p.status}"),
@@ -172,7 +174,7 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def to_markdown(report: StudyReport) -> str:
+def to_markdown(report: StudyReportData) -> str:
     import yaml
 
     lines = [f"# {report_title(report)}", ""]
@@ -215,7 +217,7 @@ def to_markdown(report: StudyReport) -> str:
 
     if report.table is not None:
         lines += ["## Comparison with the reference", ""]
-        lines += [report.table.to_markdown().replace("### ", "### Table: ", 1), ""]
+        lines += [table_markdown(report.table).replace("### ", "### Table: ", 1), ""]
 
     if report.figures:
         lines += ["## Figures", "", "The HTML report shows these figures inline:", ""]

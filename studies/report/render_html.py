@@ -20,8 +20,8 @@ from studies.tables.columns import display_cells, display_headers, formatter_for
 from studies.tables.render_svg import forest_plot_svg
 
 if TYPE_CHECKING:
-    from studies.report.build import StudyReport
-    from studies.tables.build import ResultsTable
+    from studies.report.model import StudyReportData
+    from studies.tables.model import ResultsTableData
 
 __all__ = ["to_html"]
 
@@ -62,7 +62,7 @@ def _table(headers: list[str], rows: list[list[str]], verdict_column: int | None
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _results_table(table: ResultsTable) -> str:
+def _results_table(table: ResultsTableData) -> str:
     fmt = formatter_for(table)
     rows = [display_cells(table, fmt, row) for row in table.rows]
     return (
@@ -71,7 +71,7 @@ def _results_table(table: ResultsTable) -> str:
     )
 
 
-def to_html(report: StudyReport) -> str:
+def to_html(report: StudyReportData) -> str:
     claim = report.claim
     parts = [f"<h1>{escape(report_title(report))}</h1>"]
     if claim is not None:

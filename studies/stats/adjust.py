@@ -22,8 +22,9 @@ def adjust(p_values: Sequence[float | None], method: str = "holm") -> list[float
     """
     if method not in ADJUSTMENT_METHODS:
         raise ValueError(f"unknown adjustment method {method!r}; choose one of {ADJUSTMENT_METHODS}")
-    tested = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(float(p))]
-    p = np.asarray([float(p_values[i]) for i in tested], dtype=np.float64)
+    kept = [(i, p) for i, p in enumerate(p_values) if p is not None and not math.isnan(float(p))]
+    tested = [i for i, _ in kept]
+    p = np.asarray([float(value) for _, value in kept], dtype=np.float64)
     if np.any((p < 0.0) | (p > 1.0)):
         raise ValueError(f"p-values must lie in [0, 1], got {p_values}")
 

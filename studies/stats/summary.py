@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -113,7 +114,7 @@ def summarize(
         return replace(undefined, warnings=tuple(notes))
 
     mean = float(np.mean(x))
-    centres = {"mean": mean, "median": float(np.median(x)), "iqm": interquartile_mean(x)}
+    centres: dict[str, Any] = {"mean": mean, "median": float(np.median(x)), "iqm": interquartile_mean(x)}
     if n == 1:
         notes.append("one value: no spread, so no confidence interval")
         return replace(undefined, **centres, warnings=tuple(notes))

@@ -6,12 +6,11 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from studies.stats import (
     ADJUSTMENT_METHODS,
     INSUFFICIENT_DATA,
-    LOW_N_THRESHOLD,
     REFERENCE,
     Comparison,
     adjust,
@@ -20,120 +19,14 @@ from studies.stats import (
     verdict,
 )
 from studies.stats.compare import low_n_warning
-from studies.stats.summary import DEFAULT_BOOTSTRAP_RESAMPLES, check_confidence
+from studies.stats.summary import check_confidence
+from studies.tables.model import PRIMARY_TEST_NOTE, PRIMARY_TEST_NOTE_INTERSECT, ResultsRow
 from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord, row_label
-
-if TYPE_CHECKING:
-    from rich.table import Table as RichTable
+from studies.tables.table import ResultsTable
 
 __all__ = ["DEFAULT_REFERENCE", "ResultsRow", "ResultsTable", "build_results_table"]
 
 DEFAULT_REFERENCE = "frozen_ln"
-PRIMARY_TEST_NOTE = (
-    "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
-    "Welch t-test when seed sets differ"
-)
-PRIMARY_TEST_NOTE_INTERSECT = (
-    "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
-    "when seed sets differ, paired on the seeds both completed"
-)
-
-
-@dataclass(frozen=True)
-class ResultsRow:
-    """One method (or grid point) of a results table. Floats are None, never NaN, when undefined."""
-
-    method: str
-    group: str | None
-    is_reference: bool
-    n: int  # completed seeds
-    n_planned: int
-    n_failed: int
-    n_unfinished: int  # planned or started but neither completed nor failed (running, cancelled, not run)
-    per_seed: tuple[tuple[int, float], ...]  # (seed, value) of completed seeds, by seed
-    failed_seeds: tuple[int, ...]
-    mean: float | None
-    std: float | None
-    sem: float | None
-    ci_low: float | None  # t interval of the mean
-    ci_high: float | None
-    boot_low: float | None  # BCa bootstrap interval of the mean
-    boot_high: float | None
-    boot_resamples: int
-    median: float | None
-    iqm: float | None
-    diff_mean: float | None  # this row minus the reference, metric units
-    diff_ci_low: float | None
-    diff_ci_high: float | None
-    paired: bool | None  # None for the reference row and rows without a comparison
-    test: str | None  # primary test used
-    p_value: float | None  # raw p of the primary test
-    p_adjusted: float | None  # adjusted across the table's comparisons
-    p_t: float | None
-    p_wilcoxon: float | None
-    effect_size: float | None
-    effect_size_name: str | None
-    prob_improvement: float | None
-    mde_80: float | None
-    verdict: str
-    warnings: tuple[str, ...]
-    study_ids: tuple[str, ...]
-    mlflow_run_ids: tuple[str, ...]
-    paper_value: float | None
-
-    @property
-    def label(self) -> str:
-        return row_label(self.method, self.group)
-
-
-@dataclass(frozen=True)
-class ResultsTable:
-    """A results table for one dataset and metric; render it with the to_* methods."""
-
-    dataset: str
-    metric: str
-    reference: str
-    higher_is_better: bool
-    confidence: float
-    adjustment: str
-    rows: tuple[ResultsRow, ...]
-    bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES
-    primary_test: str = field(default=PRIMARY_TEST_NOTE)
-    # "stand-in for <paper dataset>: <what it is>" when the dataset is not the paper's own (dataset_notes).
-    dataset_note: str | None = None
-
-    @property
-    def alpha(self) -> float:
-        return 1.0 - self.confidence
-
-    @property
-    def has_paper_values(self) -> bool:
-        return any(row.paper_value is not None for row in self.rows)
-
-    def to_json(self) -> dict[str, Any]:
-        from studies.tables.render_text import to_json
-
-        return to_json(self)
-
-    def to_csv(self) -> str:
-        from studies.tables.render_text import to_csv
-
-        return to_csv(self)
-
-    def to_markdown(self) -> str:
-        from studies.tables.render_text import to_markdown
-
-        return to_markdown(self)
-
-    def to_html(self) -> str:
-        from studies.tables.render_html import to_html
-
-        return to_html(self)
-
-    def to_rich(self) -> RichTable:
-        from studies.tables.render_rich import to_rich
-
-        return to_rich(self)
 
 
 @dataclass
@@ -176,10 +69,10 @@ def build_results_table(
     paper_values = dict(paper_values or {})
 
     outcomes = _collect(records)
-    for key in planned_seeds:
+    for planned in planned_seeds:
         # A planned method with no records at all still gets a row, so a table shows what never ran.
-        if not any(key in (method, row_label(method, group)) for method, group in outcomes):
-            outcomes[_split_label(key)] = _SeedOutcomes()
+        if not any(planned in (method, row_label(method, group)) for method, group in outcomes):
+            outcomes[_split_label(planned)] = _SeedOutcomes()
     keys = _ordered_keys(list(outcomes), reference, list(planned_seeds))
     reference_key, reference_note = _find_reference(keys, reference)
 
@@ -259,11 +152,11 @@ def _collect(records: Iterable[TrialRecord]) -> dict[tuple[str, str | None], _Se
         if record.mlflow_run_id:
             row.run_ids[seed].append(record.mlflow_run_id)
         status = record.status.lower()
-        has_value = record.value is not None and math.isfinite(float(record.value))
-        if status in COMPLETED_STATUSES and has_value:
+        value = math.nan if record.value is None else float(record.value)
+        if status in COMPLETED_STATUSES and math.isfinite(value):
             if seed in row.completed:
                 row.duplicates.add(seed)
-            row.completed[seed] = float(record.value)  # the last completed record for a seed wins
+            row.completed[seed] = value  # the last completed record for a seed wins
         elif status in COMPLETED_STATUSES or status in FAILED_STATUSES:
             row.failed.add(seed)  # a "succeeded" trial without a finite metric failed in all but name
         else:
@@ -329,8 +222,8 @@ def _describe(
     n = summary.n
     if n == 0:
         notes.append("no completed seeds")
-    elif n < LOW_N_THRESHOLD:
-        notes.append(low_n_warning(n))
+    elif (low_n := low_n_warning(n)) is not None:  # below LOW_N_THRESHOLD
+        notes.append(low_n)
     if failed:
         notes.append(f"{len(failed)} of {n_planned} seed(s) failed (seed(s) {_seed_list(sorted(failed))})")
     if unfinished:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from studies.tables.formatting import DASH, Formatter, format_p, format_ratio
 
 if TYPE_CHECKING:
-    from studies.tables.build import ResultsRow, ResultsTable
+    from studies.tables.model import ResultsRow, ResultsTableData
 
 __all__ = ["display_cells", "display_headers", "formatter_for", "table_caption"]
 
 
-def display_headers(table: ResultsTable) -> list[str]:
+def display_headers(table: ResultsTableData) -> list[str]:
     level = f"{table.confidence * 100:g} %"
     headers = [
         "method",
@@ -35,7 +35,7 @@ def display_headers(table: ResultsTable) -> list[str]:
     return headers
 
 
-def display_cells(table: ResultsTable, fmt: Formatter, row: ResultsRow) -> list[str]:
+def display_cells(table: ResultsTableData, fmt: Formatter, row: ResultsRow) -> list[str]:
     effect = DASH
     if row.effect_size is not None:
         short = {"Cohen's d_z": "d_z", "Hedges' g": "g"}.get(row.effect_size_name or "", "")
@@ -62,11 +62,11 @@ def display_cells(table: ResultsTable, fmt: Formatter, row: ResultsRow) -> list[
     return cells
 
 
-def formatter_for(table: ResultsTable) -> Formatter:
+def formatter_for(table: ResultsTableData) -> Formatter:
     return Formatter(row.mean for row in table.rows)
 
 
-def table_caption(table: ResultsTable) -> str:
+def table_caption(table: ResultsTableData) -> str:
     direction = "higher is better" if table.higher_is_better else "lower is better"
     stand_in = f"{table.dataset} is a {table.dataset_note.rstrip('.')}. " if table.dataset_note else ""
     return stand_in + (

@@ -14,7 +14,7 @@ from studies.tables.render_svg import forest_plot_svg
 
 if TYPE_CHECKING:
     from studies.evidence import Evidence
-    from studies.tables.build import ResultsTable
+    from studies.tables.model import ResultsTableData
 
 __all__ = ["to_html"]
 
@@ -55,7 +55,7 @@ figure.evidence svg { max-width: 100%; height: auto; }
 """
 
 
-def to_html(table: ResultsTable, evidence: Evidence | None = None) -> str:
+def to_html(table: ResultsTableData, evidence: Evidence | None = None) -> str:
     """A complete HTML document; verdict cells are coloured (better green, worse red). `evidence` adds
     its figures below the table (nothing when it holds no gate or rank data)."""
     fmt = formatter_for(table)

@@ -10,7 +10,7 @@ from rich.text import Text
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
 
 if TYPE_CHECKING:
-    from studies.tables.build import ResultsTable
+    from studies.tables.model import ResultsTableData
 
 __all__ = ["to_rich"]
 
@@ -23,7 +23,7 @@ _VERDICT_STYLE = {
 }
 
 
-def to_rich(table: ResultsTable) -> Table:
+def to_rich(table: ResultsTableData) -> Table:
     """Same columns as the markdown and HTML tables; verdict coloured; warnings counted per row and
     spelled out in the caption."""
     fmt = formatter_for(table)

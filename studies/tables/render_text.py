@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
 
 if TYPE_CHECKING:
-    from studies.tables.build import ResultsRow, ResultsTable
+    from studies.tables.model import ResultsRow, ResultsTableData
 
 __all__ = ["CSV_COLUMNS", "row_to_json", "to_csv", "to_json", "to_markdown"]
 
@@ -58,7 +58,7 @@ CSV_COLUMNS = (
 )
 
 
-def row_to_json(table: ResultsTable, row: ResultsRow) -> dict[str, Any]:
+def row_to_json(table: ResultsTableData, row: ResultsRow) -> dict[str, Any]:
     values: dict[str, Any] = {
         "method": row.method,
         "group": row.group,
@@ -104,7 +104,7 @@ def row_to_json(table: ResultsTable, row: ResultsRow) -> dict[str, Any]:
     return values
 
 
-def to_json(table: ResultsTable) -> dict[str, Any]:
+def to_json(table: ResultsTableData) -> dict[str, Any]:
     """{"dataset", "dataset_note", "metric", "reference", "rows": [...]}: JSON-safe, None where a number is
     undefined."""
     return {
@@ -116,7 +116,7 @@ def to_json(table: ResultsTable) -> dict[str, Any]:
     }
 
 
-def to_csv(table: ResultsTable) -> str:
+def to_csv(table: ResultsTableData) -> str:
     """One line per row with the JSON keys as columns; lists joined by ';', per-seed as seed=value."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -140,7 +140,7 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
-def to_markdown(table: ResultsTable) -> str:
+def to_markdown(table: ResultsTableData) -> str:
     """A GitHub-flavoured markdown table, then per-row notes (warnings) and provenance."""
     fmt = formatter_for(table)
     headers = display_headers(table)

@@ -62,7 +62,7 @@ def _save_npz_atomically(path: Path, arrays: RawArrays) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.savez_compressed(handle, **arrays)
+            np.savez_compressed(handle, **arrays)  # type: ignore[arg-type]  # numpy's stub reads **kwds as allow_pickle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

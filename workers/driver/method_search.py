@@ -104,7 +104,8 @@ class StudySearch(Searcher):
         # The spaces are per method and fixed at construction; the experiment's param space holds constants.
         return True
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    # Ray's annotation says dict | None, but its Searcher protocol also takes Searcher.FINISHED (a str).
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
         # Tuning first: a method's final trials wait for its whole tuning, so tuning late would leave slots
         # idle at the end of the study; final trials are independent and fill whatever is left.
         method = next((m for m in self._methods if self._to_suggest[m] > 0), None)
@@ -150,7 +151,7 @@ class StudySearch(Searcher):
             self._best[method] = (value, self._knobs_of[trial_id])
 
     def _remember(self, trial_id: str, result: Mapping[str, Any] | None) -> None:
-        value = (result or {}).get(self._metric)
+        value = None if self._metric is None else (result or {}).get(self._metric)
         if is_finite_number(value):
             self._last[trial_id] = float(value)
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 from sqlalchemy.engine import Engine
 
-from service.store import make_engine, record_trial, record_trial_epoch, session_scope
+from service.store import TrialStatus, make_engine, record_trial, record_trial_epoch, session_scope
 from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
@@ -115,7 +115,7 @@ class TrialRecorder(Callback):
         return self._mlflow
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._record(trial, status="running", error=None)
+        self._record(trial, status=TrialStatus.RUNNING, error=None)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         epoch = result.get("epoch") if isinstance(result, Mapping) else None
@@ -129,31 +129,33 @@ class TrialRecorder(Callback):
                         session,
                         study_id=config["study_id"],
                         trial_key=key,
-                        epoch=int(epoch),
+                        epoch=int(float(epoch)),  # a whole number (checked above)
                         metrics=reported_metrics(seed_result),
                     )
             except Exception:  # a locked DB loses one epoch row, never the sweep
                 log.exception("could not record epoch %s of trial %s", epoch, key)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self._record(trial, status="succeeded", error=None)
+        self._record(trial, status=TrialStatus.SUCCEEDED, error=None)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         error = trial.get_error()
         self._record(
-            trial, status="failed", error=str(error) if error else "trial failed (no error recorded)"
+            trial,
+            status=TrialStatus.FAILED,
+            error=str(error) if error else "trial failed (no error recorded)",
         )
 
-    def _record(self, trial, *, status: str, error: str | None) -> None:
+    def _record(self, trial, *, status: TrialStatus, error: str | None) -> None:
         config = flatten_trial_config(trial.config)
         metric_key = self._metric_key(config["phase"])
         # A seed-batched trial is one row per seed, each keyed and valued as its single-seed trial would be.
         for seed, key, seed_result in seed_results(config, trial.trial_id, trial.last_result):
             metrics = numeric_metrics(seed_result)
-            value = metrics.get(metric_key) if status == "succeeded" else None
+            value = metrics.get(metric_key) if status == TrialStatus.SUCCEEDED else None
             seed_status, seed_error = status, error
-            if status == "succeeded" and value is None:
-                seed_status, seed_error = "failed", f"trial finished without reporting {metric_key}"
+            if status == TrialStatus.SUCCEEDED and value is None:
+                seed_status, seed_error = TrialStatus.FAILED, f"trial finished without reporting {metric_key}"
             scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
             scientific["seed"] = seed
             try:
@@ -169,7 +171,9 @@ class TrialRecorder(Callback):
                         status=seed_status,
                         metrics=metrics,
                         metric_value=value,
-                        mlflow_run_id=self._mlflow_run_id(key) if seed_status != "running" else None,
+                        mlflow_run_id=self._mlflow_run_id(key)
+                        if seed_status != TrialStatus.RUNNING
+                        else None,
                         error=seed_error,
                         group=config.get("group"),
                     )

@@ -28,14 +28,16 @@ from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
 from service.store import (
+    TERMINAL_STATUSES,
     InvalidStatusTransitionError,
+    StudyStatus,
     get_study,
     session_scope,
     set_study_runtime,
     set_study_status,
 )
 from studies.numbers import is_finite_number
-from studies.spec import DATASET_METRICS, StudySpec, has_searchable_knobs
+from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
@@ -83,23 +85,23 @@ def run_study(study_id: str, ctx: DriverContext) -> None:
     """Drive a study to a terminal status; any exception marks it failed with the traceback."""
     with session_scope(ctx.engine, readonly=True) as session:
         study = get_study(session, study_id=study_id)
-    if study.status in ("succeeded", "failed", "cancelled"):
+    if study.status in TERMINAL_STATUSES:
         log.info("study %s is already %s; nothing to do", study_id, study.status)
         return
     try:
         spec = StudySpec.model_validate(study.spec)
         with session_scope(ctx.engine) as session:
-            set_study_status(session, study_id=study_id, status="running")
+            set_study_status(session, study_id=study_id, status=StudyStatus.RUNNING)
         _run(study_id, spec, ctx)
     except Exception:
         error = traceback.format_exc(limit=20)
         log.error("study %s failed:\n%s", study_id, error)
-        _finish(ctx, study_id, "failed", error=error[-8000:])
+        _finish(ctx, study_id, StudyStatus.FAILED, error=error[-8000:])
         raise
-    _finish(ctx, study_id, "succeeded")
+    _finish(ctx, study_id, StudyStatus.SUCCEEDED)
 
 
-def _finish(ctx: DriverContext, study_id: str, status: str, error: str | None = None) -> None:
+def _finish(ctx: DriverContext, study_id: str, status: StudyStatus, error: str | None = None) -> None:
     """Record the outcome unless the study was cancelled meanwhile (a cancel wins over a late finish)."""
     try:
         with session_scope(ctx.engine) as session:
@@ -321,7 +323,12 @@ def _run_compare(
         methods=spec.methods,
         spaces={m: to_tune_space(spaces[m]) for m in tuned},
         num_samples={m: spec.num_samples_for(m) for m in tuned},
-        fixed_knobs={m: {k: d.value for k, d in spaces[m].items()} for m in spec.methods if m not in tuned},
+        # An untuned method's knobs are all Fixed (has_searchable_knobs).
+        fixed_knobs={
+            m: {k: d.value for k, d in spaces[m].items() if isinstance(d, Fixed)}
+            for m in spec.methods
+            if m not in tuned
+        },
         tune_config={"phase": "tune", "seed": spec.tune_seed, "eval_split": "val"},
         final_configs=[
             {"phase": "final", **seed_fields(batch), "eval_split": "test"}

@@ -50,7 +50,7 @@ def compiler_unavailable_reason(device: torch.device) -> str | None:
         try:
             from torch._inductor.cpp_builder import get_cpp_compiler
 
-            compiler = get_cpp_compiler()
+            compiler: str | None = get_cpp_compiler()
         except Exception:
             compiler = shutil.which("g++") or shutil.which("clang++")
         return None if compiler and shutil.which(compiler) else "inductor needs a C++ compiler (g++) on CPU"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from models.norms.autonorm import gate_entropy
+from models.norms.autonorm import AutoNorm, gate_entropy
 
 __all__ = [
     "FREEZE_SIGNAL_PREFIXES",
@@ -145,7 +145,7 @@ class TrainGateEntropy:
     free of Gumbel noise. Sums stay on the model's device: one host sync per epoch, in `compute`.
     """
 
-    def __init__(self, norms: Sequence[nn.Module]) -> None:
+    def __init__(self, norms: Sequence[AutoNorm]) -> None:
         self._norms = list(norms)  # AutoNorm layers, in models.norms.gated_norms order
         self._sum: torch.Tensor | None = None  # (L,) summed per-sample entropies
         self._count = 0
@@ -158,7 +158,8 @@ class TrainGateEntropy:
         if not self._norms:
             return
         # (L, B, 2) per-sample gates, or (L, B, T, 2) per-token gates under a causal (lm) head
-        probs = torch.stack([norm.last_probs for norm in self._norms])
+        # last_probs is set by the forward this follows.
+        probs = torch.stack([cast(torch.Tensor, norm.last_probs) for norm in self._norms])
         entropy = gate_entropy(probs).flatten(1)  # (L, N): one entry per gate decision
         total = entropy.sum(dim=1)  # (L,)
         self._sum = total if self._sum is None else self._sum + total

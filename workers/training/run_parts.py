@@ -4,7 +4,7 @@ seed-batched SeedBatchedRun so both set up, schedule and report exactly alike.""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
@@ -68,6 +68,10 @@ def build_mixer(cfg: TrainConfig, bundle: DatasetBundle, seed: int) -> BatchMixe
     )
 
 
+@overload
+def build_freezer(cfg: TrainConfig, gate_freeze: Literal[True]) -> GateFreezer: ...
+@overload
+def build_freezer(cfg: TrainConfig, gate_freeze: bool) -> GateFreezer | None: ...
 def build_freezer(cfg: TrainConfig, gate_freeze: bool) -> GateFreezer | None:
     """The AutoNorm-S freeze controller, or None for methods without the freeze schedule."""
     from models.norms import GateFreezer

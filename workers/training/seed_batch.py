@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils.data import Dataset, TensorDataset
@@ -325,7 +325,9 @@ class SeedBatchedRun:
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         with self.step.autocast():
             output = self.stacked.call(params, buffers, x)
-        return output, tuple(norm.last_probs for norm in self.step.gated)
+        return output, tuple(
+            cast(torch.Tensor, norm.last_probs) for norm in self.step.gated
+        )  # set by this forward
 
     # ----- checkpoint state ---------------------------------------------------------------------------
 
@@ -338,6 +340,7 @@ class SeedBatchedRun:
         state (the shared noise stream) is the same in all k. A `seed_batch` entry records the batch.
         """
         optimizer_state = self.optimizer.state_dict()
+        parts = zip(self.mixers, self.augmenters, strict=True)
         return [
             {
                 "format": CHECKPOINT_FORMAT,
@@ -347,13 +350,13 @@ class SeedBatchedRun:
                 "optimizer": self._seed_optimizer_state(optimizer_state, i),
                 "scheduler": self.scheduler.state_dict(),
                 "freezer": self.freezers[i].state_dict() if self.freezers is not None else None,
-                "mixer": self.mixers[i].state_dict() if self.mixers[i] is not None else None,
-                "augmenter": self.augmenters[i].state_dict() if self.augmenters[i] is not None else None,
+                "mixer": mixer.state_dict() if mixer is not None else None,
+                "augmenter": augmenter.state_dict() if augmenter is not None else None,
                 "rng": capture_rng_state(self.data_generators[i]),
                 "history": copy.deepcopy(self.histories[i]),
                 "seed_batch": {"seeds": list(self.seeds), "index": i},
             }
-            for i in range(self.num_seeds)
+            for i, (mixer, augmenter) in enumerate(parts)
         ]
 
     def load_state_dict(self, states: Sequence[Mapping[str, Any]]) -> None:
@@ -385,10 +388,11 @@ class SeedBatchedRun:
             if self.freezers is not None:
                 self.freezers[i].load_state_dict(state["freezer"])
                 self.step.freezes.set_frozen_layers(i, self.freezers[i].frozen_layers)
-            if self.mixers[i] is not None:
-                self.mixers[i].load_state_dict(state["mixer"])
-            if self.augmenters[i] is not None:
-                self.augmenters[i].load_state_dict(state.get("augmenter"))
+            mixer, augmenter = self.mixers[i], self.augmenters[i]
+            if mixer is not None:
+                mixer.load_state_dict(state["mixer"])
+            if augmenter is not None:
+                augmenter.load_state_dict(state.get("augmenter"))
             restore_rng_state(state["rng"], self.data_generators[i])
             self.histories[i] = copy.deepcopy(list(state["history"]))
         self.epoch = epochs.pop()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -182,7 +182,7 @@ class SeedBatchedStep:
         with self.autocast():
             output = self.stacked.call(params, buffers, x)
         loss = self.loss_fn(output, y)
-        return loss, tuple(norm.last_probs for norm in self.gated)
+        return loss, tuple(cast(torch.Tensor, norm.last_probs) for norm in self.gated)  # set by this forward
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast around the forward on CUDA when the config asks for it (TrainingRun's rule)."""

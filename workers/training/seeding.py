@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,7 +24,9 @@ def seed_everything(seed: int) -> None:
 
 def capture_rng_state(data_generator: torch.Generator) -> dict[str, Any]:
     """Every global RNG plus the data-order generator, in types `torch.load(weights_only=True)` accepts."""
-    kind, keys, pos, has_gauss, cached_gauss = np.random.get_state()
+    # The legacy (default) form is this tuple; numpy's stub also admits the dict form.
+    legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    kind, keys, pos, has_gauss, cached_gauss = legacy
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached_gauss),

@@ -11,8 +11,7 @@ from PIL import Image, ImageEnhance, ImageOps
 
 from studies.spec import KNOBS
 from workers.data import DATASETS, get_dataset
-from workers.training import TrainConfig, TrainingRun, load_checkpoint, run_training
-from workers.training import augment as augment_module
+from workers.training import TrainConfig, TrainingRun, augment_ops, load_checkpoint, run_training
 from workers.training.augment import (
     AUGMENT_POLICIES,
     ImageAugmenter,
@@ -184,7 +183,7 @@ def _m(value: float) -> torch.Tensor:
     return torch.tensor([float(value)])
 
 
-OPS = augment_module._OPS
+OPS = augment_ops.OPS
 PIL_REFERENCES = {
     "posterize": (lambda u: OPS["posterize"](u, _m(5), 0.0), lambda im: ImageOps.posterize(im, 5)),
     "solarize": (lambda u: OPS["solarize"](u, _m(128), 0.0), lambda im: ImageOps.solarize(im, 128)),
@@ -214,11 +213,11 @@ PIL_REFERENCES = {
     ),
     "rotate": (lambda u: OPS["rotate"](u, _m(10), 0.0), lambda im: im.rotate(10)),
     "shear_x (nearest)": (
-        lambda u: augment_module._shear(0, "nearest")(u, _m(0.3), 0.0),
+        lambda u: augment_ops._shear(0, "nearest")(u, _m(0.3), 0.0),
         lambda im: im.transform(im.size, Image.AFFINE, (1, 0.3, 0, 0, 1, 0)),
     ),
     "shear_y (nearest)": (
-        lambda u: augment_module._shear(1, "nearest")(u, _m(-0.3), 0.0),
+        lambda u: augment_ops._shear(1, "nearest")(u, _m(-0.3), 0.0),
         lambda im: im.transform(im.size, Image.AFFINE, (1, 0, 0, -0.3, 1, 0)),
     ),
 }

@@ -135,7 +135,9 @@ def _download_into(target: Path) -> None:
         request = urllib.request.Request(CIFAR10_C_URL, headers={"User-Agent": "normlab-data/0.1"})
         with urllib.request.urlopen(request, timeout=120) as response:
             reader = _HashingReader(response)
-            with tarfile.open(fileobj=reader, mode="r|") as archive:  # streamed: members in tar order
+            # Streamed: members in tar order. Stream mode only reads, but typeshed asks any fileobj for a
+            # seekable file's methods.
+            with tarfile.open(fileobj=reader, mode="r|") as archive:  # type: ignore[call-overload]
                 for member in archive:
                     name = PurePosixPath(member.name).name
                     if not member.isfile() or name not in _FILES:

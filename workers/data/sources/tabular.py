@@ -66,6 +66,7 @@ def download_california_sklearn() -> RawArrays:
 
 
 def _energy_table(name: str, payload: bytes) -> np.ndarray:
+    rows: list[list[str | float | None]] | list[list[str]]
     if name.lower().endswith(".xlsx"):
         rows = read_xlsx_rows(payload)
     else:
