@@ -37,7 +37,7 @@ data-offline: $(STAMP)
 	VENV=$(VENV) bash scripts/install_offline_data.sh
 
 test: $(STAMP) data-offline
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	VENV=$(VENV) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -48,6 +48,7 @@ bench: $(STAMP) data-offline
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
