@@ -3,12 +3,22 @@ server (GET /health) and a Ray head's job server (GET /api/version, which token 
 
 from __future__ import annotations
 
+import base64
+import os
+from collections.abc import Mapping
 from enum import Enum
 from urllib.parse import urlparse
 
 from service.processes import http_status
 
-__all__ = ["Answer", "StackUnavailableError", "is_http_url", "mlflow_answer", "ray_answer"]
+__all__ = [
+    "Answer",
+    "StackUnavailableError",
+    "is_http_url",
+    "mlflow_answer",
+    "mlflow_auth_headers",
+    "ray_answer",
+]
 
 _PROBE_TIMEOUT_S = 2.0
 
@@ -28,8 +38,24 @@ def is_http_url(url: str) -> bool:
     return urlparse(url).scheme in ("http", "https")
 
 
+def mlflow_auth_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Authorization header MLflow's own client sends, from the same variables: basic auth with
+    MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD, else a bearer MLFLOW_TRACKING_TOKEN; none when unset."""
+    env = os.environ if environ is None else environ
+    username, password = env.get("MLFLOW_TRACKING_USERNAME"), env.get("MLFLOW_TRACKING_PASSWORD")
+    if username and password:
+        pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+        return {"Authorization": f"Basic {pair}"}
+    if token := env.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {token}"}
+    return {}
+
+
 def mlflow_answer(tracking_uri: str) -> Answer:
-    status = http_status(f"{tracking_uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT_S)
+    # MLflow's basic-auth app leaves /health open; the credentials go along for a proxy that guards it too.
+    status = http_status(
+        f"{tracking_uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT_S, headers=mlflow_auth_headers()
+    )
     if status is None:
         return Answer.DOWN
     return Answer.UP if status == 200 else Answer.FOREIGN

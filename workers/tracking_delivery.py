@@ -28,9 +28,9 @@ from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from workers.tracking import (
+from workers.tracking import SPOOL_DIR_KEY
+from workers.tracking_runs import (
     MAX_METRICS_PER_BATCH,
-    SPOOL_DIR_KEY,
     get_or_create_trial_run,
     history_metrics,
     log_missing_params,
