@@ -3,6 +3,7 @@ Ray head with token auth, API), on free loopback ports, in a throwaway data dir.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -10,13 +11,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from service.processes import http_ok, private_serve_environment, wait_until
+from service.store import list_trials, make_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 API_TOKEN = "e2e-" + uuid.uuid4().hex
@@ -105,3 +109,66 @@ def _shutdown(process: subprocess.Popen) -> None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
     time.sleep(0.5)
+
+
+# ------------------------------------------------------------------- helpers for tests that break the stack
+
+
+def stack_processes(service: RunningService) -> list[psutil.Process]:
+    """Every live process `normlab serve` started for `service` (MLflow, the Ray head and its workers)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [
+            p
+            for p in psutil.Process(service.process.pid).children(recursive=True)
+            if p.status() != psutil.STATUS_ZOMBIE
+        ]
+    return []
+
+
+def trial_processes(service: RunningService) -> list[psutil.Process]:
+    """The Ray actor processes trials run in (function trainables: `ray::ImplicitFunc...`)."""
+    found = []
+    for process in stack_processes(service):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "ImplicitFunc" in " ".join(process.cmdline()):
+                found.append(process)
+    return found
+
+
+def mlflow_process_group(service: RunningService) -> int:
+    """The process group of the stack's MLflow server (the launcher starts it in a session of its own)."""
+    port = service.mlflow_url.rsplit(":", 1)[1]
+    for process in stack_processes(service):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            cmdline = process.cmdline()
+            if (
+                any(part.endswith("mlflow") for part in cmdline[:2])
+                and "server" in cmdline
+                and port in cmdline
+            ):
+                group = os.getpgid(process.pid)
+                assert group != os.getpgid(service.process.pid), "MLflow shares the launcher's process group"
+                return group
+    raise AssertionError(f"no MLflow server on port {port} among the stack's processes")
+
+
+@contextlib.contextmanager
+def paused_process_group(group: int, seconds: float) -> Iterator[None]:
+    """SIGSTOP on a process group (a server and its workers) for `seconds`, SIGCONT after, even on failure."""
+    os.killpg(group, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        yield
+        time.sleep(max(0.0, started + seconds - time.monotonic()))
+    finally:
+        os.killpg(group, signal.SIGCONT)
+
+
+def study_trials(service: RunningService, study_id: str) -> list:
+    """The study's trial rows as the API's database holds them now."""
+    engine = make_engine(service.database_url)
+    try:
+        with session_scope(engine, readonly=True) as session:
+            return list_trials(session, study_id=study_id)
+    finally:
+        engine.dispose()

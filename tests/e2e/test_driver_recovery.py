@@ -16,24 +16,13 @@ from mlflow.tracking import MlflowClient
 from service.dispatcher import submission_id_for
 from service.processes import wait_until
 from service.store import TrialEpoch, list_trials, make_engine, session_scope
+from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study
 
 pytestmark = pytest.mark.slow
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
-METHODS = ["frozen_ln", "dyt"]
-SEEDS = [0, 1]
-SPEC = {
-    "name": "driver-killed",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": METHODS,
-    "search": {"lr": {"type": "loguniform", "low": 3.0e-3, "high": 1.5e-2}},
-    "num_samples": 2,
-    "seeds": SEEDS,
-    "tune_seeds": [3],
-    "budget": {"epochs": 10, "batch_size": 64},
-    "resources": {"cpu": 1, "gpu": 0},
-}
+METHODS, SEEDS = INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS
+SPEC = interruptible_study("driver-killed")
 
 
 def _trials(service, study_id):

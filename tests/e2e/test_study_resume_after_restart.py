@@ -19,23 +19,12 @@ from mlflow.tracking import MlflowClient
 from service.processes import http_ok, wait_until
 from service.store import get_study, list_trials, make_engine, session_scope
 from tests.e2e.conftest import serve_environment, start_serve
+from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study
 
 pytestmark = pytest.mark.slow
 
-METHODS = ["frozen_ln", "dyt"]
-SEEDS = [0, 1]
-SPEC = {
-    "name": "interrupted-by-ctrl-c",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": METHODS,
-    "search": {"lr": {"type": "loguniform", "low": 3.0e-3, "high": 1.5e-2}},
-    "num_samples": 2,
-    "seeds": SEEDS,
-    "tune_seeds": [3],
-    "budget": {"epochs": 10, "batch_size": 64},
-    "resources": {"cpu": 1, "gpu": 0},
-}
+METHODS, SEEDS = INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS
+SPEC = interruptible_study("interrupted-by-ctrl-c")
 
 
 def _up(process: subprocess.Popen, api: str, log_path: Path) -> None:

@@ -1,0 +1,25 @@
+"""Study specs shared by the end-to-end tests that interrupt a study (a killed driver, a stopped stack)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+INTERRUPTIBLE_METHODS = ["frozen_ln", "dyt"]
+INTERRUPTIBLE_SEEDS = [0, 1]
+
+
+def interruptible_study(name: str) -> dict[str, Any]:
+    """Eight trials of ten short epochs on real digits: long enough to be interrupted mid-study, with a
+    searched lr so that each trial is a Tune trial of its own, on one CPU each."""
+    return {
+        "name": name,
+        "dataset": "digits",
+        "model": "vit_lite_tiny",
+        "methods": INTERRUPTIBLE_METHODS,
+        "search": {"lr": {"type": "loguniform", "low": 3.0e-3, "high": 1.5e-2}},
+        "num_samples": 2,
+        "seeds": INTERRUPTIBLE_SEEDS,
+        "tune_seeds": [3],
+        "budget": {"epochs": 10, "batch_size": 64},
+        "resources": {"cpu": 1, "gpu": 0},
+    }
