@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 __all__ = [
     "TERMINAL",
@@ -27,7 +27,6 @@ __all__ = [
     "follow_study",
     "make_http_client",
     "print_results",
-    "results_table",
     "submit_spec_text",
 ]
 
@@ -185,8 +184,9 @@ def print_results(
     fmt: str = "table",
     reference: str | None = None,
 ) -> None:
-    """Print the results table: a rich table, or the API's json / csv / md / html text as is."""
-    params: dict[str, str] = {"format": "json" if fmt == "table" else fmt}
+    """Print the results table: `table` shows the API's markdown rendering laid out for the terminal (the
+    one rendering of the table, warnings and per-seed values included); json / csv / md / html as is."""
+    params: dict[str, str] = {"format": "md" if fmt == "table" else fmt}
     if study_id:
         params["study"] = study_id
     if reference:
@@ -194,7 +194,7 @@ def print_results(
     with ApiClient(api_url) as api:
         response = api.request("GET", f"/results/{dataset}", params=params)
     if fmt == "table":
-        console.print(results_table(response.json()))
+        console.print(Markdown(response.text))
     else:
         console.print(response.text, markup=False, highlight=False, soft_wrap=True)
 
@@ -203,57 +203,3 @@ def fetch_report(api_url: str, study_id: str, *, fmt: str = "md") -> str:
     """A study's report (GET /studies/{id}/report) as md, html or json text."""
     with ApiClient(api_url) as api:
         return api.request("GET", f"/studies/{study_id}/report", params={"format": fmt}).text
-
-
-def results_table(payload: dict[str, Any]) -> Table:
-    """The results JSON as a rich table (the same rows the md/html renderings show)."""
-    rows = payload.get("rows", [])
-    confidence = rows[0].get("confidence", 0.95) if rows else 0.95
-    table = Table(
-        title=f"{payload['dataset']}: {payload['metric']} (reference {payload['reference']})",
-        caption=f"{confidence:.0%} t intervals over seeds; p adjusted across rows ({_adjustment(rows)})",
-    )
-    for header in ("method", "n", "mean", "CI", "Δ vs ref", "Δ CI", "p", "p adj", "effect", "verdict"):
-        table.add_column(header, justify="left" if header in ("method", "verdict") else "right")
-    with_paper = any(row.get("paper_value") is not None for row in rows)
-    if with_paper:
-        table.add_column("paper", justify="right")
-    for row in rows:
-        label = row["method"] if not row.get("group") else f"{row['method']} [{row['group']}]"
-        n = f"{row['n']}/{row['n_planned']}" if row.get("n_planned") else str(row["n"])
-        cells = [
-            label + (" (ref)" if row.get("is_reference") else ""),
-            n,
-            _num(row.get("mean")),
-            _interval(row.get("ci_low"), row.get("ci_high")),
-            _num(row.get("diff_mean"), signed=True),
-            _interval(row.get("diff_ci_low"), row.get("diff_ci_high")),
-            _p(row.get("p_value")),
-            _p(row.get("p_adjusted")),
-            _num(row.get("effect_size")),
-            str(row.get("verdict", "")),
-        ]
-        if with_paper:
-            cells.append(_num(row.get("paper_value")))
-        table.add_row(*cells)
-    return table
-
-
-def _adjustment(rows: list[dict[str, Any]]) -> str:
-    return str(rows[0].get("adjustment", "holm")) if rows else "holm"
-
-
-def _num(x: float | None, *, signed: bool = False) -> str:
-    if x is None:
-        return "–"
-    return f"{x:+.4g}" if signed else f"{x:.4g}"
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "–" if low is None or high is None else f"[{low:.4g}, {high:.4g}]"
-
-
-def _p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"

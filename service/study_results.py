@@ -18,6 +18,7 @@ from service.store import StudyView, TrialView, get_study, list_trials
 from studies.evidence import Evidence
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
+from studies.tables.build import PlanKey
 from studies.tables.dataset_notes import dataset_note
 
 __all__ = [
@@ -158,17 +159,17 @@ def _value(trial: TrialView, metric: str | None) -> float | None:
     return float(value) if _is_number(value) else None
 
 
-def planned_seeds(specs: Sequence[StudySpec]) -> dict[str, list[int]]:
-    """Seeds each row (method, or "method [grid point]") was planned to run, over every spec."""
-    planned: dict[str, list[int]] = {}
+def planned_seeds(specs: Sequence[StudySpec]) -> dict[PlanKey, list[int]]:
+    """Seeds each row was planned to run, over every spec: by method, or by (method, grid point)."""
+    planned: dict[PlanKey, list[int]] = {}
     for spec in specs:
         for method in spec.methods:
-            labels = (
-                [f"{method} [{point.label}]" for point in spec.grid_points(method)]
+            rows: list[PlanKey] = (
+                [(method, point.label) for point in spec.grid_points(method)]
                 if spec.kind == "grid"
                 else [method]
             )
-            for label in labels:
-                planned.setdefault(label, [])
-                planned[label] += [s for s in spec.seeds if s not in planned[label]]
+            for row in rows:
+                planned.setdefault(row, [])
+                planned[row] += [s for s in spec.seeds if s not in planned[row]]
     return planned

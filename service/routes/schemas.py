@@ -59,7 +59,7 @@ class AttemptOut(BaseModel):
 
     @classmethod
     def from_view(cls, attempt: AttemptView) -> AttemptOut:
-        return cls(**{name: getattr(attempt, name) for name in cls.model_fields})
+        return cls.model_validate(attempt, from_attributes=True)
 
 
 class StudyOut(BaseModel):
@@ -83,38 +83,14 @@ class StudyOut(BaseModel):
 
     @classmethod
     def from_view(cls, study: StudyView) -> StudyOut:
-        p = study.progress
-        return cls(
-            id=study.id,
-            name=study.name,
-            dataset=study.dataset,
-            kind=study.kind,
-            status=study.status,
-            error=study.error,
-            created_at=study.created_at,
-            updated_at=study.updated_at,
-            started_at=study.started_at,
-            finished_at=study.finished_at,
-            ray_job_id=study.ray_job_id,
-            attempts=[AttemptOut.from_view(a) for a in study.attempts],
-            mlflow_experiment_id=study.mlflow_experiment_id,
-            mlflow_parent_run_id=study.mlflow_parent_run_id,
-            progress=ProgressOut(
-                planned=p.planned,
-                done=p.done,
-                running=p.running,
-                succeeded=p.succeeded,
-                failed=p.failed,
-                cancelled=p.cancelled,
-                fraction=p.fraction,
-            ),
-            links=StudyLinks(
-                self=f"/studies/{study.id}",
-                trials=f"/studies/{study.id}/trials",
-                results=f"/results/{study.dataset}?study={study.id}",
-            ),
-            spec=study.spec,
+        # Every field but the links is the view's attribute of the same name (progress and attempts too).
+        links = StudyLinks(
+            self=f"/studies/{study.id}",
+            trials=f"/studies/{study.id}/trials",
+            results=f"/results/{study.dataset}?study={study.id}",
         )
+        fields = {name: getattr(study, name) for name in cls.model_fields if name != "links"}
+        return cls.model_validate({**fields, "links": links}, from_attributes=True)
 
 
 class TrialOut(BaseModel):
@@ -136,7 +112,7 @@ class TrialOut(BaseModel):
 
     @classmethod
     def from_view(cls, trial: TrialView) -> TrialOut:
-        return cls(**{name: getattr(trial, name) for name in cls.model_fields})
+        return cls.model_validate(trial, from_attributes=True)
 
 
 class TrialEpochOut(BaseModel):

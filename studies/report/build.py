@@ -13,7 +13,7 @@ from studies.report.model import Figure, PaperComparison, Provenance, StudyRepor
 from studies.report.render import to_json, to_markdown
 from studies.report.render_html import to_html
 from studies.stats import summarize
-from studies.tables.build import ResultsTable, build_results_table
+from studies.tables.build import PlanKey, ResultsTable, build_results_table
 from studies.tables.records import TrialRecord
 
 __all__ = [
@@ -79,7 +79,7 @@ def _table(
     metric: str | None,
     *,
     study_id: str,
-    planned_seeds: Mapping[str, Sequence[int]] | None,
+    planned_seeds: Mapping[PlanKey, Sequence[int]] | None,
     paper_values: Mapping[str, float],
     confidence: float,
 ) -> ResultsTable | None:
@@ -116,7 +116,7 @@ def build_report(
     kind: str = "compare",
     claim: Claim | None = None,
     spec_paper_numbers: Mapping[str, float] | None = None,
-    planned_seeds: Mapping[str, Sequence[int]] | None = None,
+    planned_seeds: Mapping[PlanKey, Sequence[int]] | None = None,
     figures: Sequence[Figure] = (),
     dataset_note: str | None = None,
     notes: Sequence[str] = (),

@@ -24,7 +24,7 @@ from studies.tables.model import PRIMARY_TEST_NOTE, PRIMARY_TEST_NOTE_INTERSECT,
 from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord, row_label
 from studies.tables.table import ResultsTable
 
-__all__ = ["DEFAULT_REFERENCE", "ResultsRow", "ResultsTable", "build_results_table"]
+__all__ = ["DEFAULT_REFERENCE", "PlanKey", "ResultsRow", "ResultsTable", "RowKey", "build_results_table"]
 
 DEFAULT_REFERENCE = "frozen_ln"
 
@@ -41,6 +41,12 @@ class _SeedOutcomes:
     run_ids: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
 
 
+# A row: (method, grid point or None).
+RowKey = tuple[str, str | None]
+# Planned seeds are keyed by row, or by method for every row of that method.
+PlanKey = RowKey | str
+
+
 def build_results_table(
     records: Iterable[TrialRecord],
     *,
@@ -50,14 +56,15 @@ def build_results_table(
     reference: str = DEFAULT_REFERENCE,
     confidence: float = 0.95,
     adjustment: str = "holm",
-    planned_seeds: Mapping[str, Sequence[int]] | None = None,
+    planned_seeds: Mapping[PlanKey, Sequence[int]] | None = None,
     paper_values: Mapping[str, float] | None = None,
     on_seed_mismatch: str = "welch",
     dataset_note: str | None = None,
 ) -> ResultsTable:
     """One row per method (or grid point), each compared with the `reference` row on shared seeds.
 
-    `planned_seeds` and `paper_values` are keyed by method or by row label ("method [group]").
+    `planned_seeds` is keyed by row, (method, group), or by method for all of its rows; `paper_values`
+    by method or by row label ("method [group]"), as a spec writes them.
     `dataset_note` (studies.tables.dataset_notes) heads every rendering when the dataset is a stand-in.
     P-values are adjusted across all comparisons in the table (`adjustment`: holm | bh | none),
     and verdicts use the adjusted p-value at alpha = 1 - confidence.
@@ -70,9 +77,9 @@ def build_results_table(
 
     outcomes = _collect(records)
     for planned in planned_seeds:
-        # A planned method with no records at all still gets a row, so a table shows what never ran.
-        if not any(planned in (method, row_label(method, group)) for method, group in outcomes):
-            outcomes[_split_label(planned)] = _SeedOutcomes()
+        # A planned row with no records at all still gets a row, so a table shows what never ran.
+        if not any(_plans(planned, key) for key in outcomes):
+            outcomes[planned if isinstance(planned, tuple) else (planned, None)] = _SeedOutcomes()
     keys = _ordered_keys(list(outcomes), reference, list(planned_seeds))
     reference_key, reference_note = _find_reference(keys, reference)
 
@@ -164,15 +171,13 @@ def _collect(records: Iterable[TrialRecord]) -> dict[tuple[str, str | None], _Se
     return outcomes
 
 
-def _ordered_keys(
-    keys: list[tuple[str, str | None]], reference: str, planned_order: list[str]
-) -> list[tuple[str, str | None]]:
+def _ordered_keys(keys: list[RowKey], reference: str, planned_order: list[PlanKey]) -> list[RowKey]:
     """Reference first, then the order of `planned_seeds`, then alphabetical."""
 
     def rank(key: tuple[str, str | None]) -> tuple[int, int, str, str]:
         method, group = key
         is_reference = reference in (method, row_label(method, group))
-        planned = [i for i, name in enumerate(planned_order) if name in (method, row_label(method, group))]
+        planned = [i for i, plan in enumerate(planned_order) if _plans(plan, key)]
         return (0 if is_reference else 1, planned[0] if planned else len(planned_order), method, group or "")
 
     return sorted(keys, key=rank)
@@ -196,14 +201,14 @@ def _find_reference(
 def _describe(
     key: tuple[str, str | None],
     seeds: _SeedOutcomes,
-    planned_seeds: Mapping[str, Sequence[int]],
+    planned_seeds: Mapping[PlanKey, Sequence[int]],
     paper_values: Mapping[str, float],
     confidence: float,
 ) -> dict[str, Any]:
     """The row's own numbers (no comparison yet) as ResultsRow keyword arguments."""
     method, group = key
     label = row_label(method, group)
-    plan = planned_seeds.get(label, planned_seeds.get(method))
+    plan = planned_seeds.get(key, planned_seeds.get(method))
     failed = seeds.failed - set(seeds.completed)
     unfinished = seeds.unfinished - set(seeds.completed) - failed
     notes: list[str] = []
@@ -276,12 +281,9 @@ def _describe(
     }
 
 
-def _split_label(label: str) -> tuple[str, str | None]:
-    """Inverse of row_label: "autonorm [tau=0.5]" -> ("autonorm", "tau=0.5")."""
-    if label.endswith("]") and " [" in label:
-        method, group = label[:-1].split(" [", 1)
-        return method, group
-    return label, None
+def _plans(plan: PlanKey, key: RowKey) -> bool:
+    """Whether a planned_seeds key covers the row: the row itself, or its method."""
+    return plan == key if isinstance(plan, tuple) else plan == key[0]
 
 
 def _seed_list(seeds: Sequence[int]) -> str:

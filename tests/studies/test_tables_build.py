@@ -266,7 +266,11 @@ def test_grid_points_are_rows_compared_with_the_reference_method() -> None:
 
 
 def test_a_planned_grid_point_without_trials_gets_a_row_with_its_method_and_group() -> None:
-    plan = {"frozen_ln [base]": range(3), "autonorm [tau=0.5]": range(3), "autonorm [tau=2.0]": range(3)}
+    plan = {
+        ("frozen_ln", "base"): range(3),
+        ("autonorm", "tau=0.5"): range(3),
+        ("autonorm", "tau=2.0"): range(3),
+    }
     records = records_for("frozen_ln", REFERENCE_ACC[:3], group="base") + records_for(
         "autonorm", BETTER_ACC[:3], group="tau=0.5"
     )

@@ -1,0 +1,30 @@
+"""The seeds a study planned for each row of its results table, keyed the way the table keys its rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.study_results import planned_seeds
+from studies.spec import load_spec
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "studies" / "examples"
+
+
+def test_a_tuned_study_plans_its_seeds_per_method():
+    spec = load_spec((EXAMPLES / "quick.yaml").read_text())
+    assert planned_seeds([spec]) == {method: list(spec.seeds) for method in spec.methods}
+
+
+def test_a_grid_study_plans_its_seeds_per_grid_point_keyed_by_method_and_point_never_by_a_label():
+    spec = load_spec((EXAMPLES / "fashion_mnist_rank_grid.yaml").read_text())
+    plan = planned_seeds([spec])
+    points = [(method, point.label) for method in spec.methods for point in spec.grid_points(method)]
+    assert list(plan) == points and len(points) == 2 * 2 * 3 * 2
+    assert all(seeds == [0, 1, 2] for seeds in plan.values())
+
+
+def test_seeds_of_several_studies_are_pooled_without_repeats():
+    quick = load_spec((EXAMPLES / "quick.yaml").read_text())
+    more = quick.model_copy(update={"seeds": [*quick.seeds, 99]})
+    plan = planned_seeds([quick, more])
+    assert all(seeds == [*quick.seeds, 99] for seeds in plan.values())
