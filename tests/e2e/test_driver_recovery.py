@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from service.dispatcher import submission_id_for
 from service.processes import wait_until
-from service.store import TrialEpoch, list_trials, make_engine, session_scope
+from service.store import TrialEpoch, make_engine, session_scope
+from tests.e2e.conftest import study_trials
 from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study
 
 pytestmark = pytest.mark.slow
@@ -23,15 +24,6 @@ pytestmark = pytest.mark.slow
 TERMINAL = {"succeeded", "failed", "cancelled"}
 METHODS, SEEDS = INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS
 SPEC = interruptible_study("driver-killed")
-
-
-def _trials(service, study_id):
-    engine = make_engine(service.database_url)
-    try:
-        with session_scope(engine, readonly=True) as session:
-            return list_trials(session, study_id=study_id)
-    finally:
-        engine.dispose()
 
 
 def _driver_processes(study_id: str) -> list[psutil.Process]:
@@ -77,7 +69,7 @@ def _kill_mid_study(service, study_id: str) -> dict[str, datetime]:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         drivers = drivers or _driver_processes(study_id)
-        trials = _trials(service, study_id)
+        trials = study_trials(service, study_id)
         running = [t.trial_key for t in trials if t.status == "running"]
         epochs = _checkpoints_recorded(service, study_id)
         if drivers and running and all(key in epochs for key in running):
@@ -115,7 +107,7 @@ def test_a_killed_driver_is_resubmitted_and_the_study_succeeds_with_every_trial_
     assert second["ray_job_id"] == study["ray_job_id"] == submission_id_for(study_id, 2)
     assert second["death_reason"] is None
 
-    trials = _trials(service, study_id)
+    trials = study_trials(service, study_id)
     tune = [t for t in trials if t.phase == "tune"]
     final = [t for t in trials if t.phase == "final"]
     assert all(t.status == "succeeded" for t in trials), [(t.trial_key, t.status, t.error) for t in trials]

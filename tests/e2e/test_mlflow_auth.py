@@ -5,10 +5,8 @@ probe and run closing) signs in with MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_
 from __future__ import annotations
 
 import configparser
-import contextlib
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -25,6 +23,7 @@ from mlflow.tracking import MlflowClient
 from service.processes import free_port, http_ok, wait_until
 from service.stack_probe import Answer, mlflow_answer, mlflow_auth_headers
 from service.study_runs import StudyRuns
+from tests.process_groups import stop_process_group
 from workers.tracking import tracker_from_trial_config
 from workers.tracking_spool import journal_paths
 
@@ -139,13 +138,7 @@ def auth_mlflow(tmp_path_factory) -> Iterator[AuthMlflow]:
         assert up and process.poll() is None, log_path.read_text(errors="replace")[-3000:]
         yield AuthMlflow(uri=uri, log_path=log_path)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+        stop_process_group(process)
 
 
 @pytest.mark.slow

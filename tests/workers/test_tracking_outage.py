@@ -29,6 +29,7 @@ import workers.trainable as trainable_module
 from service.local_stack import mlflow_server as mlflow_server_process
 from service.processes import free_port, http_ok, wait_until
 from service.store import create_study, list_trials, make_engine, session_scope, upgrade_database
+from tests.process_groups import stop_process_group
 from workers.driver.recorder import TrialRecorder
 from workers.driver.study import _finalize_mlflow_runs
 from workers.tracking import (
@@ -84,14 +85,7 @@ def mlflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PausableMlflow]
         assert wait_until(lambda: http_ok(str(server.health_url)), timeout=300), server.log_tail()
         yield PausableMlflow(uri=f"http://127.0.0.1:{port}", process=process)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGCONT)
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+        stop_process_group(process)
 
 
 def trial_config(mlflow: PausableMlflow, experiment_id: str, spool: Path, **fields: Any) -> dict[str, Any]:
