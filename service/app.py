@@ -63,6 +63,8 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.dispatcher = dispatcher
+    # What to call once a new study is stored (the reconcile loop's wake, where one runs in this process).
+    app.state.on_study_queued = None
     app.state.api_token = SecretStr(ensure_api_token(settings))  # SecretStr: never printed by accident
     install_error_handlers(app)
     app.include_router(health_router)

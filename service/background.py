@@ -75,14 +75,21 @@ class StudyReconciler:
         self._found_at_start: set[str] | None = None
         self._unclosable: set[str] = set()  # ended studies whose runs failed to close for another reason
         self._stop = threading.Event()
+        # Set by wake(): a study was just queued, so the next tick need not wait out the interval.
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="normlab-reconciler", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Tick now instead of at the end of the interval (the API calls this once a POST is stored)."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
 
@@ -92,7 +99,8 @@ class StudyReconciler:
                 self.tick()
             except Exception:  # one bad tick must not end the loop
                 log.exception("reconcile tick failed")
-            self._stop.wait(self.interval_s)
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
 
     def tick(self) -> None:
         if self._found_at_start is None:

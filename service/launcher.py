@@ -369,6 +369,7 @@ def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
             settings=settings,
         )
         reconciler.start()
+        app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
         console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
         if demo:
             threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()

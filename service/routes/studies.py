@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
+from fastapi import APIRouter, BackgroundTasks, Depends, Header, Query, Request, Response, status
 
 from service import studies as studies_service
 from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
@@ -97,8 +97,10 @@ def submit_study(
     session: SessionDep,
     request: Request,
     response: Response,
+    background: BackgroundTasks,
     idempotency_key: IdempotencyKey = None,
 ) -> StudyOut:
+    created = True
     if idempotency_key is None:
         study = create_study(session, spec=spec)
     else:
@@ -107,6 +109,10 @@ def submit_study(
             response.status_code = status.HTTP_200_OK
             response.headers[_REPLAYED_HEADER] = "true"
     response.headers["Location"] = str(request.url_for("read_study", study_id=study.id))
+    on_study_queued = request.app.state.on_study_queued
+    if created and on_study_queued is not None:
+        # A background task runs once the response has left, after the session committed the study.
+        background.add_task(on_study_queued)
     return StudyOut.from_view(study)
 
 

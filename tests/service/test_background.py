@@ -11,6 +11,7 @@ import pytest
 
 from service.background import StudyReconciler
 from service.dispatcher import ClusterUnreachableError, DispatchError, JobState, submission_id_for
+from service.processes import wait_until
 from service.settings import Settings
 from service.store import (
     create_study,
@@ -480,3 +481,20 @@ def test_a_study_cancelled_before_it_ran_has_no_runs_to_close(engine, reconciler
     reconciler_for(FakeDispatcher(), runs).tick()
     assert runs.closed == []
     assert _study(engine, study_id).mlflow_closed_at is not None
+
+
+def test_a_wake_starts_a_queued_study_without_waiting_out_the_interval(engine, tmp_path):
+    dispatcher = FakeDispatcher()
+    reconciler = StudyReconciler(
+        engine, dispatcher, interval_s=600, settings=_settings(tmp_path), runs=FakeRuns()
+    )
+    reconciler.start()
+    try:
+        # The first tick (at start) is over once it has noted the running studies: the next is 600 s away.
+        assert wait_until(lambda: reconciler._found_at_start is not None, timeout=30, interval=0.05)
+        study_id = _new_study(engine)
+        reconciler.wake()
+        assert wait_until(lambda: dispatcher.submitted == [(study_id, 1)], timeout=30, interval=0.05)
+    finally:
+        reconciler.stop()
+    assert not reconciler._thread.is_alive()  # stop wakes the loop too: no 600 s wait to end it

@@ -118,3 +118,18 @@ def test_the_header_and_the_replay_answer_are_in_the_openapi_document(app):
     assert header["name"] == "Idempotency-Key" and not header.get("required", False)
     assert "same spec" in header["description"]
     assert post["responses"]["200"]["headers"]["Idempotent-Replayed"]["schema"]["enum"] == ["true"]
+
+
+def test_a_stored_study_wakes_the_reconcile_loop_once_and_a_replay_does_not(client, app, app_engine):
+    woken: list[list[str]] = []
+    # What the wake sees is what the reconcile loop would: the study must be committed by then.
+    app.state.on_study_queued = lambda: woken.append(_stored(app_engine))
+
+    first = _post(client)
+    replay = _post(client)
+    plain = _post(client, key=None)
+
+    assert (first.status_code, replay.status_code, plain.status_code) == (201, 200, 201)
+    assert len(woken) == 2  # the replay stored nothing new, so it wakes nothing
+    assert woken[0] == [first.json()["id"]]
+    assert set(woken[1]) == {first.json()["id"], plain.json()["id"]}
