@@ -18,6 +18,7 @@ from service.client import ApiClient, submit_spec_text
 from service.processes import http_ok, wait_until
 from tests.docker.conftest import WORKERS, RunningStack
 from tests.docker.docker_stack import docker
+from tests.e2e.specs import two_method_grid
 
 # The first test also waits for the image builds (minutes on a clean 2-core machine).
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -28,18 +29,9 @@ METHODS = ("autonorm_s", "frozen_ln", "dyt")
 FAILOVER_EPOCHS = 16
 # Four trials of FAILOVER_EPOCHS epochs, two at a time (one per worker): long enough to lose a worker in
 # the middle of one; max_failures lets Tune restart a trial whose node died.
-FAILOVER_SPEC = {
-    "name": "docker-failover",
-    "dataset": "digits",
-    "kind": "grid",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln", "dyt"],
-    "search": {"lr": 0.005},
-    "seeds": [0, 1],
-    "budget": {"epochs": FAILOVER_EPOCHS, "batch_size": 64},
-    "resources": {"cpu": 1, "gpu": 0},
-    "max_failures": 3,
-}
+FAILOVER_SPEC = two_method_grid(
+    "docker-failover", epochs=FAILOVER_EPOCHS, resources={"cpu": 1, "gpu": 0}, max_failures=3
+)
 
 
 def wait_for_study(running: RunningStack, study_id: str, *, timeout: float) -> dict[str, Any]:

@@ -23,3 +23,23 @@ def interruptible_study(name: str) -> dict[str, Any]:
         "budget": {"epochs": 10, "batch_size": 64},
         "resources": {"cpu": 1, "gpu": 0},
     }
+
+
+GRID_METHODS = ["frozen_ln", "dyt"]
+GRID_SEEDS = [0, 1]
+
+
+def two_method_grid(name: str, *, epochs: int, batch_size: int = 64, **extra: Any) -> dict[str, Any]:
+    """Four trials (two methods x two seeds) at a fixed lr on real digits, no tuning phase: the smallest
+    study whose trials spread over two slots or nodes. `extra` adds top-level fields (resources, ...)."""
+    return {
+        "name": name,
+        "dataset": "digits",
+        "kind": "grid",
+        "model": "vit_lite_tiny",
+        "methods": list(GRID_METHODS),
+        "search": {"lr": 0.005},
+        "seeds": list(GRID_SEEDS),
+        "budget": {"epochs": epochs, "batch_size": batch_size},
+        **extra,
+    }

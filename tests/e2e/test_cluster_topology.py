@@ -21,6 +21,7 @@ from service.local_stack import mlflow_server, ray_head, ray_worker
 from service.processes import free_port, http_ok, wait_until
 from service.store import list_trials, make_engine, session_scope
 from tests.e2e.conftest import start_serve
+from tests.e2e.specs import two_method_grid
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -132,16 +133,7 @@ def api(cluster, tmp_path_factory):
 
 
 def test_a_study_runs_its_trials_on_the_worker_node_and_lands_in_postgres(cluster, api):
-    spec = {
-        "name": "topology",
-        "dataset": "digits",
-        "kind": "grid",
-        "model": "vit_lite_tiny",
-        "methods": ["frozen_ln", "dyt"],
-        "search": {"lr": 0.005},
-        "seeds": [0, 1],
-        "budget": {"epochs": 1, "batch_size": 64},
-    }
+    spec = two_method_grid("topology", epochs=1)
     with httpx.Client(base_url=api["url"], timeout=30) as client:
         created = client.post("/studies", json=spec, headers={"Authorization": "Bearer topology-token"})
         assert created.status_code == 201, created.text

@@ -26,6 +26,7 @@ from tests.e2e.conftest import (
     study_trials,
     trial_processes,
 )
+from tests.e2e.specs import GRID_METHODS, GRID_SEEDS, two_method_grid
 from workers.tracking import CLOSE_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
@@ -36,8 +37,7 @@ PAUSED_STUDY = 1  # the second study runs through the MLflow outage
 OUTAGE_S = CLOSE_TIMEOUT_S + 3.0
 SOAK_BUDGET_S = 240.0  # every study started, broken and finished within this
 TERMINAL = {"succeeded", "failed", "cancelled"}
-METHODS = ["frozen_ln", "dyt"]
-SEEDS = [0, 1]
+METHODS, SEEDS = GRID_METHODS, GRID_SEEDS
 # The API process may hold more after the last study than after the first by at most this much: per-study
 # state that is never released (sessions, engines, clients, results caches) shows as steady growth.
 RSS_GROWTH_BOUND_MIB = 64.0
@@ -45,18 +45,13 @@ SETTLE_S = 5.0  # reconcile-loop ticks (NORMLAB_POLL_INTERVAL_S is 1 s here) aft
 
 
 def soak_spec(index: int) -> dict:
-    return {
-        "name": f"soak-{index}",
-        "dataset": "digits",
-        "kind": "grid",
-        "model": "vit_lite_tiny",
-        "methods": METHODS,
-        "search": {"lr": 0.005},
-        "seeds": SEEDS,
-        "budget": {"epochs": 1, "batch_size": 32},
-        "resources": {"cpu": 1, "gpu": 0},
-        "max_failures": 3,  # a killed trial is retried, not failed
-    }
+    return two_method_grid(
+        f"soak-{index}",
+        epochs=1,
+        batch_size=32,
+        resources={"cpu": 1, "gpu": 0},
+        max_failures=3,  # a killed trial is retried, not failed
+    )
 
 
 def _wait_for_a_running_trial(
