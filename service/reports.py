@@ -25,8 +25,8 @@ from service.study_results import planned_seeds
 from studies.catalog import Claim, UnknownClaimError, get_claim
 from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
+from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
 from studies.report import Figure, Provenance, StudyReport, build_report
-from studies.report.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.tables.dataset_notes import dataset_note
 from studies.tables.render_evidence_svg import evidence_figures

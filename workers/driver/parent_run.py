@@ -8,10 +8,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from mlflow.entities import Param, RunTag
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
-from studies.report.provenance import git_revision, package_versions
+from studies.provenance import git_revision, package_versions
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -76,10 +77,16 @@ def ensure_parent_run(
     versions = package_versions()
     client.log_dict(run_id, spec, "study_spec.json")
     client.log_dict(run_id, versions, "environment.json")
-    client.set_tag(run_id, "normlab.git_revision", git_revision())
-    for package, version in versions.items():
-        client.set_tag(run_id, f"normlab.version.{package}", version)
-    client.log_param(run_id, "spec_json", json.dumps(spec, sort_keys=True)[:6000])
+    # One request for every tag and the param: each is a round trip the study's first trials wait for.
+    tags = {"normlab.git_revision": git_revision()} | {
+        f"normlab.version.{package}": version for package, version in versions.items()
+    }
+    client.log_batch(
+        run_id,
+        params=[Param("spec_json", json.dumps(spec, sort_keys=True)[:6000])],
+        tags=[RunTag(key, value) for key, value in tags.items()],
+        synchronous=True,
+    )
     return ParentRun(experiment_id=experiment_id, run_id=run_id)
 
 

@@ -226,3 +226,27 @@ def test_repeated_calls_return_the_memoised_bundle() -> None:
     first = get_dataset("digits", split_seed=3, download=False)
     assert get_dataset("digits", split_seed=3, download=False) is first
     assert get_dataset("digits", split_seed=4, download=False) is not first
+
+
+def test_digits_are_the_rows_sklearn_load_digits_returns_read_without_importing_sklearn() -> None:
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from workers.data.sources.images import load_digits_sklearn
+
+    arrays = load_digits_sklearn()
+    assert arrays is not None
+    reference = load_digits()
+    np.testing.assert_array_equal(
+        arrays["train_x"][..., 0], np.rint(reference.images * (255.0 / 16.0)).astype(np.uint8)
+    )
+    np.testing.assert_array_equal(arrays["train_y"], reference.target)
+    probe = "import sys; from workers.data.sources.images import load_digits_sklearn as f; f(); print('sklearn' in sys.modules)"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "False"
+    )

@@ -8,6 +8,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -141,3 +142,14 @@ def test_a_tracking_outage_is_a_warning_not_a_failed_study(finished_study, caplo
     engine, study_id = finished_study
     assert log_results_artifacts(_DownClient(), "run-1", engine=engine, study_id=study_id) == []
     assert "could not save the results" in caplog.text and "unreachable" in caplog.text
+
+
+def test_the_parent_run_records_the_spec_and_the_software_that_ran_it(client):
+    study_id = uuid.uuid4().hex
+    parent = ensure_parent_run(client, study_id=study_id, study_name="prov", dataset="digits", spec=SPEC)
+    run = client.get_run(parent.run_id)
+    assert json.loads(run.data.params["spec_json"]) == SPEC
+    assert run.data.tags["normlab.version.torch"].startswith("2.")
+    assert run.data.tags["normlab.version.mlflow"] == mlflow.__version__
+    assert run.data.tags["normlab.git_revision"]
+    assert {"study_spec.json", "environment.json"} <= {a.path for a in client.list_artifacts(parent.run_id)}

@@ -23,7 +23,7 @@ PROVENANCE_PACKAGES = (
     "fastapi",
     "pydantic",
 )
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[1]
 
 
 def package_versions(packages: Sequence[str] = PROVENANCE_PACKAGES) -> dict[str, str]:
