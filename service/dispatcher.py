@@ -16,6 +16,7 @@ import logging
 import re
 import shlex
 import signal
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -98,6 +99,22 @@ class RayJobDispatcher:
             if self._job_exists(client, job_id):  # lost a race with another submitter: same job, fine
                 return job_id
             raise _classified(exc, doing=f"Ray refused the job for study {study_id}") from exc
+        return job_id
+
+    def warm_trial_hosts(self) -> str:
+        """Start the cluster's warm trial hosts (workers.trial_host) in a short job of their own, when the
+        cluster has no GPU; returns the job's submission id. The job waits until they are ready and ends."""
+        client = self._client()
+        job_id = f"normlab-warm-trial-hosts-{uuid.uuid4().hex[:8]}"
+        try:
+            client.submit_job(
+                entrypoint=f"{shlex.quote(self.python)} -m workers.trial_relay",
+                submission_id=job_id,
+                runtime_env={"env_vars": dict(self.driver_env)},
+                entrypoint_num_cpus=0,
+            )
+        except Exception as exc:
+            raise _classified(exc, doing="Ray refused the job that starts the warm trial hosts") from exc
         return job_id
 
     @staticmethod

@@ -36,6 +36,7 @@ from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token
 from service.background import StudyReconciler
 from service.dispatcher import RayJobDispatcher
 from service.local_stack import StartedStack, mlflow_server, ray_head, stop_stale_stacks
+from service.ports import DispatchError
 from service.processes import ManagedProcess, http_ok
 from service.settings import Settings
 from service.stack_probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
@@ -95,6 +96,7 @@ def driver_environment(settings: Settings) -> dict[str, str]:
     env = {
         "MLFLOW_TRACKING_URI": str(settings.mlflow_tracking_uri),
         "NORMLAB_DATA_DIR": str(settings.data_dir),
+        "NORMLAB_TRIAL_HOSTS": "1" if settings.trial_hosts else "0",
     }
     if make_url(str(settings.database_url)).password is None:
         env["DATABASE_URL"] = str(settings.database_url)
@@ -369,6 +371,8 @@ def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
             settings=settings,
         )
         reconciler.start()
+        if settings.trial_hosts:
+            threading.Thread(target=_warm_trial_hosts, args=(stack.dispatcher,), daemon=True).start()
         app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
         console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
         if demo:
@@ -384,6 +388,14 @@ def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
             )
         finally:
             reconciler.stop()
+
+
+def _warm_trial_hosts(dispatcher: RayJobDispatcher) -> None:
+    """Have the cluster's warm trial hosts start before the first study needs them (best-effort)."""
+    try:
+        dispatcher.warm_trial_hosts()
+    except DispatchError as exc:
+        log.warning("warm trial hosts not started (the first CPU study starts them): %s", exc)
 
 
 def _run_demo(settings: Settings, api_token: str) -> None:

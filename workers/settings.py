@@ -6,6 +6,8 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
     NORMLAB_OFFLINE_DATA  offline dataset sources (default <NORMLAB_DATA_DIR default>/offline)
     DATABASE_URL          the study database (the driver records trials there)
     MLFLOW_TRACKING_URI   the MLflow server
+    NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trial_host); 0: each in
+                          its own Tune trial process
 
 Plain Python: trial processes import it without pydantic.
 """
@@ -28,6 +30,7 @@ class WorkerSettings:
     offline_data_dir: Path
     database_url: str | None
     tracking_uri: str | None
+    trial_hosts: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -39,4 +42,15 @@ class WorkerSettings:
             ).expanduser(),
             database_url=env.get("DATABASE_URL") or None,
             tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
+            trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=True),
         )
+
+
+def _flag(value: str | None, *, default: bool) -> bool:
+    if value is None or not value.strip():
+        return default
+    if value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 1/0, true/false, yes/no or on/off, got {value!r}")

@@ -14,7 +14,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["TrackingTimeoutError", "call_with_deadline"]
+__all__ = ["MLFLOW_REQUEST_LIMITS", "TrackingTimeoutError", "call_with_deadline"]
+
+# MLflow's client defaults (120 s per answer, 7 retries with backoff up to 2 min) let one request to an
+# unreachable server take many minutes. In a trial process (and a warm trial host) only the trackers'
+# background threads talk to MLflow and they retry on their own, so a request gives up sooner and the next
+# retry sees a server that is back within seconds.
+MLFLOW_REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2"}
 
 T = TypeVar("T")
 

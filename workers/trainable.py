@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +24,49 @@ from workers.driver.trial_keys import PER_SEED_KEY
 from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
 from workers.tracking_delivery import start_spool_delivery
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
+from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
+    "SendFn",
+    "run_trial",
     "seed_batch_result",
-    "train_seed_batch_trial",
     "train_trial",
     "trial_device",
     "trial_num_threads",
 ]
 
+# Where a trial's reports go: (metrics, checkpoint directory or None) -> None; raises SystemExit to stop.
+SendFn = Callable[[dict[str, Any], Path | None], None]
+
 
 def train_trial(config: dict[str, Any]) -> None:
     """Ray Tune function trainable (see module docstring); `config` follows the trial config contract."""
-    if len(config.get("seed_trial_keys") or {}) > 1:
-        train_seed_batch_trial(config)
-        return
-    from ray import tune
+    with restored_checkpoint() as restored:
+        # _report_to_tune is looked up here, not bound at import: tests replace it to watch the reports.
+        run_trial(
+            config,
+            device=trial_device(),
+            num_threads=trial_num_threads(),
+            restored=restored,
+            send=_report_to_tune,
+        )
 
-    device = trial_device()
-    cfg = TrainConfig.from_trial_config(config, device=device, num_threads=trial_num_threads())
+
+def run_trial(
+    config: dict[str, Any], *, device: str, num_threads: int, restored: Path | None, send: SendFn
+) -> None:
+    """Train one trial (or one seed batch) in this process: `restored` is a checkpoint directory to resume
+    from, `send(metrics, checkpoint_dir)` hands every report on (to Tune, or from a warm trial host to the
+    Tune trial it serves) and raises SystemExit when the trial is to stop."""
+    if len(config.get("seed_trial_keys") or {}) > 1:
+        _run_seed_batch_trial(config, device=device, num_threads=num_threads, restored=restored, send=send)
+        return
+    cfg = TrainConfig.from_trial_config(config, device=device, num_threads=num_threads)
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
     tracker: TrialTracker | None = None
     try:
-        restored = tune.get_checkpoint()
         if restored is not None:
-            with restored.as_directory() as restored_dir:
-                shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
+            shutil.copytree(restored, checkpoint_dir, dirs_exist_ok=True)
         tracker = tracker_from_trial_config(config)
         if tracker is not None:
             _deliver_spool_in_background(config)
@@ -64,7 +81,7 @@ def train_trial(config: dict[str, Any]) -> None:
         def report(metrics: dict[str, Any], epoch_checkpoint: Path | None) -> None:
             if tracker is not None:
                 tracker.log_metrics(metrics, step=int(metrics["epoch"]))
-            _report_to_tune(metrics, epoch_checkpoint)
+            send(metrics, epoch_checkpoint)
 
         run_training(cfg, checkpoint_dir=checkpoint_dir, resume=True, report=report)
     except SystemExit as stop:
@@ -80,30 +97,26 @@ def train_trial(config: dict[str, Any]) -> None:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def train_seed_batch_trial(config: dict[str, Any]) -> None:
-    """A Tune trial that trains several seeds of one configuration together (resources.seeds_per_trial).
+def _run_seed_batch_trial(
+    config: dict[str, Any], *, device: str, num_threads: int, restored: Path | None, send: SendFn
+) -> None:
+    """A trial that trains several seeds of one configuration together (resources.seeds_per_trial).
 
     Each seed keeps its own MLflow run (its single-seed trial key), its own checkpoint file inside the
     trial's checkpoint directory, and its own metrics: Tune gets them under `per_seed` (seed -> that seed's
     report), beside their across-seed mean at the top level, which only Tune's progress display reads.
     """
-    from ray import tune
-
     from workers.training.seed_batch import run_seed_batch, seed_checkpoint_path
 
     keys = {int(seed): str(key) for seed, key in config["seed_trial_keys"].items()}
     seeds = list(keys)
     single = {k: v for k, v in config.items() if k not in ("seeds", "seed_trial_keys")}
-    cfg = TrainConfig.from_trial_config(
-        {**single, "seed": seeds[0]}, device=trial_device(), num_threads=trial_num_threads()
-    )
+    cfg = TrainConfig.from_trial_config({**single, "seed": seeds[0]}, device=device, num_threads=num_threads)
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
     trackers: dict[int, TrialTracker] = {}
     try:
-        restored = tune.get_checkpoint()
         if restored is not None:
-            with restored.as_directory() as restored_dir:
-                shutil.copytree(restored_dir, checkpoint_dir, dirs_exist_ok=True)
+            shutil.copytree(restored, checkpoint_dir, dirs_exist_ok=True)
         _deliver_spool_in_background(single)
         for seed, key in keys.items():
             tracker = tracker_from_trial_config({**single, "seed": seed, "trial_key": key})
@@ -119,7 +132,7 @@ def train_seed_batch_trial(config: dict[str, Any]) -> None:
             for seed, metrics in zip(seeds, per_seed, strict=True):
                 if seed in trackers:
                     trackers[seed].log_metrics(metrics, step=int(metrics["epoch"]))
-            _report_to_tune(seed_batch_result(seeds, per_seed), epoch_checkpoint)
+            send(seed_batch_result(seeds, per_seed), epoch_checkpoint)
 
         run_seed_batch(cfg, seeds, checkpoint_dir=checkpoint_dir, resume=True, report=report)
     except SystemExit as stop:
@@ -163,10 +176,7 @@ def _deliver_spool_in_background(config: dict[str, Any]) -> None:
 
 
 def _report_to_tune(metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
-    from ray import tune
-
-    checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir is not None else None
-    tune.report(dict(metrics), checkpoint=checkpoint)
+    report_to_tune(metrics, checkpoint_dir)
 
 
 def _close(tracker: TrialTracker | None, status: str) -> None:
@@ -185,7 +195,7 @@ def trial_device() -> str:
     gpu_ids = ray.get_gpu_ids() if ray.is_initialized() else []
     if not gpu_ids or not torch.cuda.is_available():
         return "cpu"
-    fraction = _trial_resources().get("GPU", 1.0)
+    fraction = trial_resources().get("GPU", 1.0)
     if 0.0 < fraction < 1.0:
         torch.cuda.set_per_process_memory_fraction(fraction, 0)  # Ray exposes only the assigned device(s)
     return "cuda"
@@ -193,14 +203,4 @@ def trial_device() -> str:
 
 def trial_num_threads() -> int:
     """torch intra-op threads = the CPUs Ray reserved for the trial (at least one)."""
-    return max(1, int(_trial_resources().get("CPU", 1)))
-
-
-def _trial_resources() -> dict[str, float]:
-    """The trial's reserved resources ({"CPU": 2, "GPU": 0.5}); empty outside a Tune session."""
-    from ray import tune
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Tune warns (and returns None) when called outside a trial
-        resources = tune.get_context().get_trial_resources()
-    return dict(resources.required_resources) if resources is not None else {}
+    return max(1, int(trial_resources().get("CPU", 1)))

@@ -18,7 +18,7 @@ from service.store._studies import (
     set_study_status,
     study_progress,
 )
-from service.store._trials import list_trials, record_trial
+from service.store._trials import fill_trial_mlflow_run, list_trials, record_trial
 from service.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from service.store.errors import (
     IdempotencyKeyReusedError,
@@ -59,6 +59,7 @@ __all__ = [
     "create_study",
     "create_study_once",
     "end_attempt",
+    "fill_trial_mlflow_run",
     "get_study",
     "list_studies",
     "list_studies_with_open_mlflow_runs",

@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
 
 from service.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
 from service.store.status import Phase, TrialStatus, outcome_of_running_trials
@@ -137,3 +140,14 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+def fill_trial_mlflow_run(session: Session, *, study_id: str, trial_key: str, mlflow_run_id: str) -> bool:
+    """Give a recorded trial the id of its MLflow run where it has none: a trial that ended while MLflow was
+    down has its run only once the spool is delivered. Never replaces an id; True when one was set."""
+    filled = session.execute(
+        update(Trial)
+        .where(Trial.study_id == study_id, Trial.trial_key == trial_key, Trial.mlflow_run_id.is_(None))
+        .values(mlflow_run_id=mlflow_run_id)
+    )
+    return bool(cast("CursorResult[Any]", filled).rowcount)  # an UPDATE's result is a cursor result

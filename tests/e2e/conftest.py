@@ -126,11 +126,13 @@ def stack_processes(service: RunningService) -> list[psutil.Process]:
 
 
 def trial_processes(service: RunningService) -> list[psutil.Process]:
-    """The Ray actor processes trials run in (function trainables: `ray::ImplicitFunc...`)."""
+    """The Ray actor processes trials run in: Tune's function trainables (`ray::ImplicitFunc...`) and the
+    warm trial hosts that train CPU trials for them (`ray::TrialHost...`)."""
     found = []
     for process in stack_processes(service):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if "ImplicitFunc" in " ".join(process.cmdline()):
+            cmdline = " ".join(process.cmdline())
+            if "ImplicitFunc" in cmdline or "TrialHost" in cmdline:
                 found.append(process)
     return found
 

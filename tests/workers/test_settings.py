@@ -32,3 +32,17 @@ def test_unset_or_empty_variables_fall_back_to_the_defaults():
 
 def test_the_workers_default_data_dir_is_the_services():
     assert Settings.model_fields["data_dir"].default == Path(DEFAULT_DATA_DIR)
+
+
+def test_warm_trial_hosts_are_on_unless_switched_off():
+    assert WorkerSettings.from_env({}).trial_hosts is True
+    assert WorkerSettings.from_env({"NORMLAB_TRIAL_HOSTS": "0"}).trial_hosts is False
+    assert WorkerSettings.from_env({"NORMLAB_TRIAL_HOSTS": "off"}).trial_hosts is False
+    assert Settings.model_fields["trial_hosts"].default is True
+
+
+def test_a_trial_hosts_value_that_is_no_switch_is_refused_by_name():
+    import pytest
+
+    with pytest.raises(ValueError, match="maybe"):
+        WorkerSettings.from_env({"NORMLAB_TRIAL_HOSTS": "maybe"})

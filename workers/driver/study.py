@@ -31,6 +31,7 @@ from service.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
     StudyStatus,
+    fill_trial_mlflow_run,
     get_study,
     session_scope,
     set_study_runtime,
@@ -50,6 +51,7 @@ from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
 from workers.tracking_delivery import deliver_spool, spool_trial_history
 from workers.tracking_spool import SPOOL_DIR_NAME
 from workers.training.config import ORCHESTRATION_KEYS
+from workers.trial_relay import warm_trial_hosts
 
 __all__ = ["DriverContext", "concurrent_trials", "run_study"]
 
@@ -113,6 +115,7 @@ def _finish(ctx: DriverContext, study_id: str, status: StudyStatus, error: str |
 def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
     if not ray.is_initialized():
         ray.init(address="auto", log_to_driver=False)
+    warm_hosts_for(spec)
     client = MlflowClient(ctx.mlflow_tracking_uri)
     parent = _with_retries(
         lambda: ensure_parent_run(
@@ -182,6 +185,23 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
             log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def warm_hosts_for(spec: StudySpec) -> None:
+    """Have the nodes' warm trial hosts start now, beside the parent run and Tune's setup, when the study's
+    trials run on CPUs (workers.trial_host); they outlive the study, so the next one finds them ready."""
+    if not WorkerSettings.from_env().trial_hosts:
+        return
+    if spec.resources.gpu == "auto" and ray.cluster_resources().get("GPU", 0) > 0:
+        return  # "auto" on a GPU cluster: the trials get GPU shares
+    if spec.resources.gpu not in ("auto", 0):
+        return
+    try:
+        hosts = warm_trial_hosts(spec.resources.cpu)
+    except Exception as exc:  # the trials can always train in their own processes
+        log.warning("could not start the warm trial hosts: %s", exc)
+        return
+    log.info("study trials run on warm trial hosts (%d across the cluster)", len(hosts))
 
 
 def _with_retries(action, *, what: str, attempts: int = 6, first_delay_s: float = 2.0):
@@ -371,7 +391,7 @@ def _run_compare(
             spec, ctx, name, metric_key={"tune": "objective", "final": f"test_{metric.name}"}, parent=parent
         ),
     )
-    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id)
+    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
 
 
 def concurrent_trials(plan: TrialPlan) -> int | None:
@@ -400,11 +420,12 @@ def _run_variants(
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
     )
-    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id)
+    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
 
 
-def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> None:
-    """Close every trial's MLflow run from Tune's own record of its epochs.
+def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, engine: Engine) -> None:
+    """Close every trial's MLflow run from Tune's own record of its epochs, and give its database row the
+    run's id where it has none (the trial ended while MLflow was down, so the recorder found no run).
 
     Tune ends an early-stopped (ASHA) trial's actor without waiting for its logging thread, so the last
     epoch and the FINISHED status could otherwise be lost. First the spool is delivered (what trackers could
@@ -436,7 +457,12 @@ def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str) -> 
             history = [dict(parts[index][2]) for parts in per_row]
             if reachable:
                 try:
-                    finalize_trial_run(client, experiment_id, key, history=history, status=status)
+                    run_id = finalize_trial_run(client, experiment_id, key, history=history, status=status)
+                    if run_id is not None:
+                        with session_scope(engine) as session:
+                            fill_trial_mlflow_run(
+                                session, study_id=config["study_id"], trial_key=key, mlflow_run_id=run_id
+                            )
                     continue
                 except Exception as exc:  # an outage must not fail a study whose results are in the DB
                     log.warning("could not finalize the MLflow run of %s (seed %s): %s", key, seed, exc)

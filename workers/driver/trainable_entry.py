@@ -8,6 +8,7 @@ from typing import Any
 from ray import tune
 
 from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config, seed_trial_keys, trial_key_for
+from workers.tracking_deadline import MLFLOW_REQUEST_LIMITS
 
 __all__ = ["DRIVER_ONLY_KEYS", "MLFLOW_REQUEST_LIMITS", "REUSE_WAIT_S", "study_trial"]
 
@@ -20,15 +21,9 @@ DRIVER_ONLY_KEYS = ("group",)
 # workers.tracking.CLOSE_TIMEOUT_S) and removing its checkpoint directory: a wide margin over both.
 REUSE_WAIT_S = 60
 
-# MLflow's client defaults (120 s per answer, 7 retries with backoff up to 2 min) let one request to an
-# unreachable server take many minutes. In a trial process only the trackers' background threads talk to
-# MLflow and they retry on their own, so a request gives up sooner and the next retry sees a server that is
-# back within seconds.
-MLFLOW_REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2"}
-
 
 def study_trial(config: dict[str, Any]) -> None:
-    from workers.trainable import train_trial  # imported in the worker: torch stays out of the driver
+    from workers.trial_relay import run_on_trial_host
 
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(REUSE_WAIT_S))
     for name, value in MLFLOW_REQUEST_LIMITS.items():
@@ -40,4 +35,8 @@ def study_trial(config: dict[str, Any]) -> None:
         flat["seed_trial_keys"] = seed_trial_keys(flat, trial_id)
     for key in DRIVER_ONLY_KEYS:
         flat.pop(key, None)
+    if run_on_trial_host(flat):  # a warm host of this node trained it (CPU trials)
+        return
+    from workers.trainable import train_trial  # imported in the worker: torch stays out of the driver
+
     train_trial(flat)

@@ -1,0 +1,116 @@
+"""A warm trial host trains the trials its relays hand it, one at a time, waiting for each report to be
+taken; it stops a trial when told to, or when the relay that handed it over is gone, and then takes the
+next one (the host is driven here in-process, as its relays drive it through Ray)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from workers.trial_host import CLAIM_START_S, HostEvent, TrialHost, process_started_at
+
+CONFIG = {
+    "method": "frozen_ln",
+    "dataset": "digits",
+    "model": "vit_lite_tiny",
+    "epochs": 3,
+    "batch_size": 32,
+    "lr": 3e-3,
+    "warmup_epochs": 1,
+    "max_steps_per_epoch": 2,
+    "seed": 0,
+    "study_id": "study-h",
+    "phase": "final",
+    "trial_key": "study-h/final/frozen_ln/seed0",
+}
+
+
+@pytest.fixture(scope="module")
+def host() -> TrialHost:
+    return TrialHost(idle_exit_s=0)
+
+
+def _start(host: TrialHost, token: str, config: dict = CONFIG, *, relay_pid: int | None = None) -> None:
+    pid = os.getpid() if relay_pid is None else relay_pid
+    assert host.claim(token)
+    host.start(token, dict(config), None, 1, pid, process_started_at(pid))
+
+
+def _next(host: TrialHost, token: str) -> HostEvent:
+    deadline = time.monotonic() + 120
+    while (event := host.next_event(token, 1.0)).kind == "waiting":
+        assert time.monotonic() < deadline, "the host sent nothing for two minutes"
+    return event
+
+
+def _wait_until_free(host: TrialHost) -> None:
+    deadline = time.monotonic() + 60
+    while host.state()["busy"]:
+        assert time.monotonic() < deadline, "the host never became free"
+        time.sleep(0.2)
+
+
+def test_a_trial_reports_every_epoch_and_waits_for_each_to_be_taken(host):
+    _start(host, "whole")
+    epochs = []
+    while (event := _next(host, "whole")).kind == "report":
+        epochs.append(event.metrics["epoch"])
+        # Until resumed, the trial stays at this report: nothing further arrives.
+        assert host.next_event("whole", 0.3).kind == "waiting"
+        assert (event.checkpoint_dir is None) == (event.metrics["epoch"] == 0)
+        host.resume("whole", False)
+    assert event.kind == "finished"
+    assert epochs == [0, 1, 2, 3]
+
+
+def test_a_busy_host_refuses_a_second_claim_and_takes_the_next_trial_once_free(host):
+    _start(host, "first")
+    assert not host.claim("second")
+    assert _next(host, "first").kind == "report"
+    host.resume("first", True)  # Tune stopped it (ASHA): the trial ends at once, closed as finished
+    assert _next(host, "first").kind == "finished"
+    _wait_until_free(host)
+    assert host.claim("second")
+    host.start("second", dict(CONFIG), None, 1, os.getpid(), process_started_at(os.getpid()))
+    assert _next(host, "second").metrics["epoch"] == 0
+    host.resume("second", True)
+    assert _next(host, "second").kind == "finished"
+    _wait_until_free(host)
+    host._current = None  # release the claim the wait took
+
+
+def test_a_trial_whose_relay_is_gone_stops_at_its_next_report_and_frees_the_host(host):
+    dead = subprocess.Popen(["true"])  # a process that has exited: a dead relay
+    dead.wait()
+    assert host.claim("orphan")
+    host.start("orphan", dict(CONFIG), None, 1, dead.pid, 1.0)  # no such process (or not that one)
+    assert _next(host, "orphan").kind == "report"  # nobody will resume it
+    _wait_until_free(host)
+    assert host.next_event("orphan", 0.1).kind == "failed"  # forgotten: no relay will ask for it
+
+
+def test_a_claim_never_started_expires(host, monkeypatch):
+    assert host.claim("abandoned")
+    assert not host.claim("next")
+    monkeypatch.setattr(
+        "workers.trial_host.time.monotonic", lambda: time.perf_counter() + CLAIM_START_S + 1e6
+    )
+    assert host.claim("next")
+    monkeypatch.undo()
+    host.release("next")
+    assert not host.state()["busy"]
+
+
+def test_a_failing_trial_hands_its_error_to_the_relay_with_the_hosts_traceback(host):
+    _start(host, "broken", {**CONFIG, "lr": -1.0})
+    event = _next(host, "broken")
+    assert event.kind == "failed" and isinstance(event.error, ValueError)
+    assert any("on its warm trial host" in note for note in getattr(event.error, "__notes__", []))
+    _wait_until_free(host)
+
+
+def test_the_host_counts_the_trials_it_trained(host):
+    assert host.state() == {"pid": os.getpid(), "busy": False, "trials": 5}

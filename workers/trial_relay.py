@@ -1,0 +1,193 @@
+"""The Tune side of warm trial hosts (workers.trial_host): claim a free host on this node, hand it the
+trial, relay its reports to Tune. Torch-free: a Tune trial that relays stays a light process."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from workers.settings import WorkerSettings
+from workers.trial_host import HostEvent, TrialHost, process_started_at
+from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
+
+__all__ = [
+    "CLAIM_TIMEOUT_S",
+    "HOST_NAMESPACE",
+    "host_name",
+    "run_on_trial_host",
+    "trial_host",
+    "warm_trial_hosts",
+]
+
+log = logging.getLogger(__name__)
+
+HOST_NAMESPACE = "normlab-trial-hosts"
+# A host being created first imports torch and the training code: seconds on a busy laptop, more on a
+# loaded node. A claim that takes longer gives up on that host (the trial then trains in its own process).
+CLAIM_TIMEOUT_S = 120.0
+EVENT_WAIT_S = 5.0  # one next_event call waits this long for the host's next report
+CLOSE_WAIT_S = 60.0  # after Tune stopped a trial: how long the relay waits for the host to close its runs
+
+
+def host_name(node_id: str, index: int) -> str:
+    return f"trial-host-{node_id}-{index}"
+
+
+def trial_host(node_id: str, index: int):
+    """The handle of host `index` on node `node_id`, created (without waiting for it) when it does not exist."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return (
+        ray.remote(TrialHost)
+        .options(
+            name=host_name(node_id, index),
+            namespace=HOST_NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,  # the Tune trial it serves holds the CPUs
+            max_concurrency=4,  # a trial's thread, its relay's calls, and a claim from another relay
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        )
+        .remote()
+    )
+
+
+def node_slots(node_id: str, cpus_per_trial: float) -> int:
+    """How many trials of `cpus_per_trial` CPUs can run at once on the node: its number of hosts."""
+    import ray
+
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id and node.get("Alive"):
+            return math.floor(float(node.get("Resources", {}).get("CPU", 0.0)) / max(cpus_per_trial, 1e-9))
+    return 0
+
+
+def warm_trial_hosts(cpus_per_trial: float) -> list:
+    """The hosts of every node, created where missing (without waiting for them): a study's driver calls
+    this at its start, so the hosts warm up while Tune gets going."""
+    import ray
+
+    return [
+        trial_host(node["NodeID"], index)
+        for node in ray.nodes()
+        if node.get("Alive")
+        for index in range(node_slots(node["NodeID"], cpus_per_trial))
+    ]
+
+
+def main() -> None:
+    """`python -m workers.trial_relay`: the service's start-up job. On a cluster without GPUs, start one host
+    per CPU of every node (for 1-CPU trials, the default) and wait until they are warm."""
+    import ray
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ray.init(address="auto", log_to_driver=False)
+    if ray.cluster_resources().get("GPU", 0) > 0:
+        log.info("the cluster has GPUs: trial hosts start with the first CPU study instead")
+        return
+    hosts = warm_trial_hosts(1.0)
+    started = time.monotonic()
+    states = ray.get([host.state.remote() for host in hosts], timeout=CLAIM_TIMEOUT_S)
+    pids = [state["pid"] for state in states]
+    log.info("%d warm trial hosts ready in %.1f s (pids %s)", len(hosts), time.monotonic() - started, pids)
+
+
+if __name__ == "__main__":
+    main()
+
+
+def run_on_trial_host(config: dict[str, Any]) -> bool:
+    """Train this Tune trial on a warm host of its node. False, with nothing done, when hosts are switched
+    off (NORMLAB_TRIAL_HOSTS=0), the trial has a GPU, or no host can take it: the caller then trains it in
+    its own process."""
+    import ray
+
+    if not ray.is_initialized() or not WorkerSettings.from_env().trial_hosts:
+        return False
+    resources = trial_resources()
+    if not resources or resources.get("GPU", 0.0) > 0:
+        return False
+    cpus = float(resources.get("CPU", 1.0))
+    token = f"{config.get('trial_key', 'trial')}#{uuid.uuid4().hex[:8]}"
+    host = claim_trial_host(token, ray.get_runtime_context().get_node_id(), cpus)
+    if host is None:
+        return False
+    relay(host, token, config, num_threads=max(1, int(cpus)))
+    return True
+
+
+def claim_trial_host(token: str, node_id: str, cpus_per_trial: float):
+    """The first host of the node that takes `token`; None when every one is busy or cannot be reached."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    # Every handle first, so that missing hosts are created side by side rather than one after another.
+    hosts = [trial_host(node_id, index) for index in range(node_slots(node_id, cpus_per_trial))]
+    for host in hosts:
+        try:
+            if ray.get(host.claim.remote(token), timeout=CLAIM_TIMEOUT_S):
+                return host
+        except (GetTimeoutError, RayActorError) as exc:
+            log.warning("trial host unavailable (%s); trying the next one", exc)
+    return None
+
+
+def relay(host, token: str, config: dict[str, Any], *, num_threads: int) -> None:
+    """Run the claimed trial on `host`, passing each report to Tune and Tune's answer back."""
+    import ray
+
+    with restored_checkpoint() as restored:
+        try:
+            ray.get(
+                host.start.remote(
+                    token,
+                    config,
+                    str(restored) if restored is not None else None,
+                    num_threads,
+                    os.getpid(),
+                    process_started_at(os.getpid()),
+                )
+            )
+        except BaseException:
+            host.release.remote(token)
+            raise
+        while True:
+            event: HostEvent = ray.get(host.next_event.remote(token, EVENT_WAIT_S))
+            if event.kind == "waiting":
+                continue
+            if event.kind == "finished":
+                return
+            if event.kind == "failed":
+                assert event.error is not None
+                raise event.error
+            assert event.metrics is not None
+            try:
+                report_to_tune(event.metrics, Path(event.checkpoint_dir) if event.checkpoint_dir else None)
+            except BaseException:  # Tune stopped the trial (SystemExit), or this process is going down
+                host.resume.remote(token, True)
+                _wait_until_closed(host, token)
+                raise
+            host.resume.remote(token, False)
+
+
+def _wait_until_closed(host, token: str) -> None:
+    """Wait (bounded) for the host to end a stopped trial, which closes its MLflow runs as an in-process
+    trial would before Tune hands this process the next one."""
+    import ray
+
+    deadline = time.monotonic() + CLOSE_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            event: HostEvent = ray.get(host.next_event.remote(token, EVENT_WAIT_S))
+        except Exception:
+            return
+        if event.kind in ("finished", "failed"):
+            return
+        if event.kind == "report":  # reported before it saw the stop: it stops at once
+            host.resume.remote(token, True)
