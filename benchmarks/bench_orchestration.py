@@ -5,8 +5,11 @@ outside training goes.
 
 Part 1 runs studies/examples/quick.yaml end to end exactly as a user does: `normlab serve` (MLflow server,
 Ray head, API) on free loopback ports in a throwaway data dir, the study POSTed over HTTP, polled until it
-ends. Its ideal is the trials' training compute (the `epoch_time_s` of epochs 1..E: training steps plus
-evaluation) spread over the Ray CPU slots; everything else is orchestration:
+ends, then POSTed again (a user's next study): the first study meets a service that has just come up, the
+later ones a service that has run studies before. Two services are measured one after the other, with
+warm trial hosts (the default) and without (`NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials'
+training compute (the `epoch_time_s` of epochs 1..E: training steps plus evaluation) spread over the Ray
+CPU slots; everything else is orchestration:
 
     per-trial overhead = (slots x wall - training compute) / trials
 
@@ -160,7 +163,7 @@ def study_figures(
 
 
 @contextmanager
-def local_stack(work: Path) -> Iterator[tuple[str, str, Path]]:
+def local_stack(work: Path, *, trial_hosts: bool = True) -> Iterator[tuple[str, str, Path]]:
     """(API URL, token, data dir) of a `normlab serve` started for this run, stopped with Ctrl-C on exit."""
     from service.processes import http_ok, private_serve_environment, wait_until
 
@@ -169,6 +172,7 @@ def local_stack(work: Path) -> Iterator[tuple[str, str, Path]]:
     ray_temp = Path("/tmp") / f"nl-bench-{uuid.uuid4().hex[:6]}"  # short: Ray's socket paths are limited
     token = "bench-" + uuid.uuid4().hex
     env = private_serve_environment(data_dir, ray_temp, api_token=token, ray_cpus=SLOTS)
+    env["NORMLAB_TRIAL_HOSTS"] = "1" if trial_hosts else "0"
     api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
     with open(work / "serve.log", "wb") as log:
         process = subprocess.Popen(
@@ -261,23 +265,35 @@ def trial_processes(tune_dir: Path) -> int | None:
     return len(pids) or None
 
 
-def measure_study(spec_path: Path = QUICK_SPEC) -> tuple[StudyFigures, dict[str, Any]]:
+def measure_service(
+    spec_path: Path = QUICK_SPEC, *, studies: int = 3, trial_hosts: bool = True
+) -> tuple[list[StudyFigures], str]:
+    """The study `studies` times back to back on one `normlab serve`, as a user submits one after another:
+    the first right after the service came up, the others on a service that has run studies before.
+    Returns each study's figures in submission order, and the spec's name."""
+    import yaml
+
+    spec = yaml.safe_load(spec_path.read_text())
+    figures = []
     with tempfile.TemporaryDirectory(prefix="bench-orch-") as tmp:
         work = Path(tmp)
-        with local_stack(work) as (api, token, data_dir):
-            study = _submit_and_wait(api, token, spec_path.read_text())
-            if study["status"] != "succeeded":
-                raise RuntimeError(f"study {study['status']}: {study.get('error')}")
-            timelines = read_timelines(f"sqlite:///{data_dir / 'normlab.db'}", study["id"])
-            processes = trial_processes(data_dir / "ray_results" / study["id"])
-    figures = study_figures(
-        timelines,
-        submitted_at=_seconds(datetime.fromisoformat(study["created_at"])),
-        finished_at=_seconds(datetime.fromisoformat(study["finished_at"])),
-        slots=SLOTS,
-        processes=processes,
-    )
-    return figures, study
+        with local_stack(work, trial_hosts=trial_hosts) as (api, token, data_dir):
+            for index in range(studies):
+                text = yaml.safe_dump({**spec, "name": f"{spec['name']}-{index + 1}"}, sort_keys=False)
+                study = _submit_and_wait(api, token, text)
+                if study["status"] != "succeeded":
+                    raise RuntimeError(f"study {study['status']}: {study.get('error')}")
+                timelines = read_timelines(f"sqlite:///{data_dir / 'normlab.db'}", study["id"])
+                figures.append(
+                    study_figures(
+                        timelines,
+                        submitted_at=_seconds(datetime.fromisoformat(study["created_at"])),
+                        finished_at=_seconds(datetime.fromisoformat(study["finished_at"])),
+                        slots=SLOTS,
+                        processes=trial_processes(data_dir / "ray_results" / study["id"]),
+                    )
+                )
+    return figures, spec["name"]
 
 
 # ----- part 2: what a trial process pays once ---------------------------------------------------------
@@ -391,6 +407,29 @@ def study_section(figures: StudyFigures, spec_name: str) -> str:
     )
 
 
+def services_section(runs: dict[str, list[StudyFigures]], spec_name: str) -> str:
+    """Every study of every service, side by side: its place in the service's life, ratio, overhead."""
+    rows = []
+    for service, figures in runs.items():
+        for index, study in enumerate(figures):
+            when = "first, right after `normlab serve` came up" if index == 0 else f"{_ordinal(index + 1)}"
+            rows.append(
+                f"| {service} | {when} | {study.wall_s:.0f} | {study.ideal_s:.0f} | {study.ratio:.2f}x | "
+                f"{study.overhead_per_trial_s:.1f} |"
+            )
+    return (
+        f"Study `{spec_name}` submitted several times back to back on one service (the same 2 Ray CPU slots), "
+        "once with warm trial hosts (the default) and once with `NORMLAB_TRIAL_HOSTS=0` (every trial in "
+        "Tune's own trial processes), the two services one after the other in this run:\n\n"
+        "| service | study | wall (s) | ideal (s) | wall / ideal | s per trial outside training |\n"
+        "|---|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n"
+    )
+
+
+def _ordinal(n: int) -> str:
+    return {2: "second", 3: "third", 4: "fourth"}.get(n, f"{n}th")
+
+
 def process_section(costs: dict[str, float]) -> str:
     rows = "\n".join(f"| {name} | {seconds:.2f} |" for name, seconds in costs.items())
     return (
@@ -401,11 +440,18 @@ def process_section(costs: dict[str, float]) -> str:
 
 
 def run(quick: bool = False) -> str:
-    figures, study = measure_study()
+    studies = 2 if quick else 3
+    with_hosts, spec_name = measure_service(studies=studies, trial_hosts=True)
+    without_hosts, _ = measure_service(studies=studies, trial_hosts=False)
     costs = {**process_costs(repeats=1 if quick else 3), **mlflow_start_costs(repeats=2 if quick else 5)}
     return (
         "## Orchestration overhead on CPU (benchmarks/bench_orchestration.py)\n\n"
-        + study_section(figures, study["name"])
+        + services_section({"warm trial hosts": with_hosts, "no trial hosts": without_hosts}, spec_name)
+        + "\nWhere the time outside training goes, in the last study of each service:\n\n"
+        + "With warm trial hosts. "
+        + study_section(with_hosts[-1], f"{spec_name}-{studies}")
+        + "\nWithout. "
+        + study_section(without_hosts[-1], f"{spec_name}-{studies}")
         + "\n"
         + process_section(costs)
         + "\nTargets: per-trial overhead outside training <= 2 s; the quick study <= 1.3x its ideal.\n"

@@ -122,19 +122,36 @@ def run_on_trial_host(config: dict[str, Any]) -> bool:
     return True
 
 
+# Per relay process (Tune hands it trial after trial): the node's hosts, found once, and the one it used last,
+# which is free again when this process gets its next trial.
+_known_hosts: dict[tuple[str, float], list[Any]] = {}
+_last_host: dict[tuple[str, float], int] = {}
+
+
 def claim_trial_host(token: str, node_id: str, cpus_per_trial: float):
-    """The first host of the node that takes `token`; None when every one is busy or cannot be reached."""
+    """The first host of the node that takes `token` (the one this process used last tried first); None
+    when every one is busy or cannot be reached."""
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError
 
-    # Every handle first, so that missing hosts are created side by side rather than one after another.
-    hosts = [trial_host(node_id, index) for index in range(node_slots(node_id, cpus_per_trial))]
-    for host in hosts:
+    key = (node_id, cpus_per_trial)
+    if key not in _known_hosts:
+        # Every handle at once, so that missing hosts are created side by side rather than one after another.
+        _known_hosts[key] = [
+            trial_host(node_id, index) for index in range(node_slots(node_id, cpus_per_trial))
+        ]
+    hosts = _known_hosts[key]
+    last = _last_host.get(key, 0)
+    for index in sorted(range(len(hosts)), key=lambda i: i != last):
         try:
-            if ray.get(host.claim.remote(token), timeout=CLAIM_TIMEOUT_S):
-                return host
-        except (GetTimeoutError, RayActorError) as exc:
-            log.warning("trial host unavailable (%s); trying the next one", exc)
+            if ray.get(hosts[index].claim.remote(token), timeout=CLAIM_TIMEOUT_S):
+                _last_host[key] = index
+                return hosts[index]
+        except RayActorError as exc:
+            log.warning("trial host %d is gone (%s); starting a new one for later trials", index, exc)
+            hosts[index] = trial_host(node_id, index)  # the dead host's name is free again
+        except GetTimeoutError as exc:
+            log.warning("trial host %d did not answer (%s); trying the next one", index, exc)
     return None
 
 

@@ -10,6 +10,7 @@ from benchmarks.bench_orchestration import (
     EpochReport,
     StudyFigures,
     TrialTimeline,
+    services_section,
     study_figures,
     study_section,
     trial_processes,
@@ -74,3 +75,18 @@ def test_trial_processes_counts_distinct_pids_in_tunes_result_files(tmp_path):
         path.write_text("".join(json.dumps({"pid": pid}) + "\n" for pid in pids))
     assert trial_processes(tmp_path) == 2
     assert trial_processes(tmp_path / "missing") is None
+
+
+def test_the_services_table_lists_every_study_of_each_service_in_order():
+    def figures(wall: float) -> StudyFigures:
+        return StudyFigures(wall_s=wall, slots=2, trials=4, training_s=40.0, processes=2)
+
+    text = services_section(
+        {"warm trial hosts": [figures(30.0), figures(24.0)], "no trial hosts": [figures(36.0)]}, "quick"
+    )
+    rows = [line for line in text.splitlines() if line.startswith("| warm") or line.startswith("| no")]
+    assert rows == [
+        "| warm trial hosts | first, right after `normlab serve` came up | 30 | 20 | 1.50x | 5.0 |",
+        "| warm trial hosts | second | 24 | 20 | 1.20x | 2.0 |",
+        "| no trial hosts | first, right after `normlab serve` came up | 36 | 20 | 1.80x | 8.0 |",
+    ]

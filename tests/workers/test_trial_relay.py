@@ -44,7 +44,7 @@ def _hosts() -> dict[str, dict]:
     return {name: ray.get(ray.get_actor(name, namespace=HOST_NAMESPACE).state.remote()) for name in names}
 
 
-def _experiment(tmp_path: Path, name: str, seeds: list[int]):
+def _experiment(tmp_path: Path, name: str, seeds: list[int], *, one_at_a_time: bool = False):
     from ray import tune
 
     return tune.Tuner(
@@ -55,7 +55,7 @@ def _experiment(tmp_path: Path, name: str, seeds: list[int]):
             "trial_key": tune.sample_from(lambda spec: f"study-relay/{name}/seed{spec.config.seed}"),
             "test_log": str(tmp_path / f"{name}.log"),
         },
-        tune_config=tune.TuneConfig(reuse_actors=True),
+        tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=1 if one_at_a_time else None),
         run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray_results"), verbose=0),
     ).fit()
 
@@ -80,6 +80,47 @@ def test_cpu_trials_of_consecutive_experiments_train_on_the_same_warm_hosts(ray_
     # The Tune trials only relayed: none of their processes is a host's.
     relay_pids = {int(line.split()[1]) for line in (tmp_path / "second.log").read_text().splitlines()}
     assert relay_pids.isdisjoint(state["pid"] for state in after_second.values())
+
+
+@pytest.mark.slow
+def test_a_host_that_died_is_replaced_and_the_next_study_trains_on_hosts_again(ray_cluster, tmp_path):
+    import ray
+
+    from workers.trial_relay import HOST_NAMESPACE
+
+    assert _experiment(tmp_path, "before", [0, 1]).num_errors == 0
+    before = _hosts()
+    victim = sorted(before)[0]
+    ray.kill(ray.get_actor(victim, namespace=HOST_NAMESPACE))
+
+    after = _experiment(tmp_path, "after", [2, 3], one_at_a_time=True)
+    assert after.num_errors == 0  # relayed_trial fails a trial that no host took
+    replaced = _hosts()
+    assert sorted(replaced) == sorted(before) and replaced[victim]["pid"] != before[victim]["pid"]
+    assert (
+        sum(state["trials"] for state in replaced.values())
+        == sum(s["trials"] for s in before.values()) + 2 - before[victim]["trials"]
+    )
+
+
+@pytest.mark.slow
+def test_a_relay_that_knew_a_dead_host_passes_it_over_and_starts_a_new_one(ray_cluster):
+    import ray
+
+    from workers.trial_relay import claim_trial_host
+
+    node = ray.get_runtime_context().get_node_id()
+    first = claim_trial_host("first", node, 1.0)
+    assert first is not None
+    first_pid = ray.get(first.state.remote())["pid"]
+    first.release.remote("first")
+    ray.kill(first)
+
+    second = claim_trial_host("second", node, 1.0)  # the dead host is tried first: it used it last
+    assert second is not None and ray.get(second.state.remote())["pid"] != first_pid
+    second.release.remote("second")
+    third = claim_trial_host("third", node, 1.0)  # the dead one's replacement, once it is up, or the other
+    assert third is not None and ray.get(third.state.remote())["pid"] != first_pid
 
 
 def switched_off_trial(config: dict) -> None:
