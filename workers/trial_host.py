@@ -140,7 +140,8 @@ class TrialHost:
                 and current.thread is None
                 and time.monotonic() - current.claimed_at > CLAIM_START_S
             ):
-                current = None  # claimed by a relay that never started it
+                self._undelivered.pop(current.token, None)  # claimed by a relay that never started it
+                current = None
             if current is not None or self._closing:
                 return False
             self._current = _HostedTrial(token)
@@ -202,8 +203,9 @@ class TrialHost:
         finally:
             with self._lock:
                 if trial.orphaned:
-                    self._undelivered.pop(trial.token, None)
                     log.warning("trial %s stopped: the Tune trial it was trained for is gone", trial.token)
+                if trial.orphaned or not trial.relay_alive():  # nobody will ask for its last event
+                    self._undelivered.pop(trial.token, None)
                 self._trials_run += 1
                 if self._current is trial:
                     self._current = None

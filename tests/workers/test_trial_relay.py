@@ -141,3 +141,21 @@ def test_switched_off_hosts_take_no_trial_and_none_is_started(ray_cluster, tmp_p
     ).fit()
     assert results.num_errors == 0
     assert _hosts() == {}
+
+
+@pytest.mark.slow
+def test_a_host_with_nothing_to_do_ends_itself(ray_cluster):
+    import time
+
+    import ray
+    from ray.exceptions import RayActorError
+
+    from workers.trial_host import TrialHost
+
+    host = ray.remote(TrialHost).options(num_cpus=0, max_concurrency=4).remote(idle_exit_s=1.0)
+    assert ray.get(host.state.remote(), timeout=120)["busy"] is False
+    deadline = time.monotonic() + 60
+    with pytest.raises(RayActorError):
+        while time.monotonic() < deadline:
+            ray.get(host.state.remote(), timeout=10)
+            time.sleep(0.5)
