@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from workers.driver.trial_plan import trials_run_on_cpu
 from workers.settings import WorkerSettings
 from workers.trial_host import HostEvent, TrialHost, process_started_at
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
@@ -22,6 +23,7 @@ __all__ = [
     "run_on_trial_host",
     "trial_host",
     "warm_trial_hosts",
+    "warm_trial_hosts_for_study",
 ]
 
 log = logging.getLogger(__name__)
@@ -62,23 +64,41 @@ def node_slots(node_id: str, cpus_per_trial: float) -> int:
     """How many trials of `cpus_per_trial` CPUs can run at once on the node: its number of hosts."""
     import ray
 
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id and node.get("Alive"):
-            return math.floor(float(node.get("Resources", {}).get("CPU", 0.0)) / max(cpus_per_trial, 1e-9))
-    return 0
+    return next((_slots(node, cpus_per_trial) for node in ray.nodes() if node.get("NodeID") == node_id), 0)
+
+
+def _slots(node: dict[str, Any], cpus_per_trial: float) -> int:
+    if not node.get("Alive"):
+        return 0
+    return math.floor(float(node.get("Resources", {}).get("CPU", 0.0)) / max(cpus_per_trial, 1e-9))
 
 
 def warm_trial_hosts(cpus_per_trial: float) -> list:
-    """The hosts of every node, created where missing (without waiting for them): a study's driver calls
-    this at its start, so the hosts warm up while Tune gets going."""
+    """The hosts of every node, created where missing (without waiting for them)."""
     import ray
 
     return [
         trial_host(node["NodeID"], index)
         for node in ray.nodes()
-        if node.get("Alive")
-        for index in range(node_slots(node["NodeID"], cpus_per_trial))
+        for index in range(_slots(node, cpus_per_trial))
     ]
+
+
+def warm_trial_hosts_for_study(*, cpus_per_trial: float, gpu: float | str) -> None:
+    """A study's driver calls this at its start: when its trials run on CPUs, the hosts warm up (or are
+    found warm) while Tune gets going. Best-effort: trials can always train in their own processes."""
+    import ray
+
+    if not WorkerSettings.from_env().trial_hosts:
+        return
+    if not trials_run_on_cpu(gpu, cluster_gpus=ray.cluster_resources().get("GPU", 0.0)):
+        return
+    try:
+        hosts = warm_trial_hosts(cpus_per_trial)
+    except Exception as exc:
+        log.warning("could not start the warm trial hosts: %s", exc)
+        return
+    log.info("study trials run on warm trial hosts (%d across the cluster)", len(hosts))
 
 
 def main() -> None:
@@ -88,7 +108,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ray.init(address="auto", log_to_driver=False)
-    if ray.cluster_resources().get("GPU", 0) > 0:
+    if not trials_run_on_cpu("auto", cluster_gpus=ray.cluster_resources().get("GPU", 0.0)):
         log.info("the cluster has GPUs: trial hosts start with the first CPU study instead")
         return
     hosts = warm_trial_hosts(1.0)

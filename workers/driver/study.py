@@ -51,7 +51,7 @@ from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
 from workers.tracking_delivery import deliver_spool, spool_trial_history
 from workers.tracking_spool import SPOOL_DIR_NAME
 from workers.training.config import ORCHESTRATION_KEYS
-from workers.trial_relay import warm_trial_hosts
+from workers.trial_relay import warm_trial_hosts_for_study
 
 __all__ = ["DriverContext", "concurrent_trials", "run_study"]
 
@@ -115,7 +115,7 @@ def _finish(ctx: DriverContext, study_id: str, status: StudyStatus, error: str |
 def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
     if not ray.is_initialized():
         ray.init(address="auto", log_to_driver=False)
-    warm_hosts_for(spec)
+    warm_trial_hosts_for_study(cpus_per_trial=spec.resources.cpu, gpu=spec.resources.gpu)
     client = MlflowClient(ctx.mlflow_tracking_uri)
     parent = _with_retries(
         lambda: ensure_parent_run(
@@ -185,23 +185,6 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
             log.warning("could not close the MLflow parent run: %s", exc)
-
-
-def warm_hosts_for(spec: StudySpec) -> None:
-    """Have the nodes' warm trial hosts start now, beside the parent run and Tune's setup, when the study's
-    trials run on CPUs (workers.trial_host); they outlive the study, so the next one finds them ready."""
-    if not WorkerSettings.from_env().trial_hosts:
-        return
-    if spec.resources.gpu == "auto" and ray.cluster_resources().get("GPU", 0) > 0:
-        return  # "auto" on a GPU cluster: the trials get GPU shares
-    if spec.resources.gpu not in ("auto", 0):
-        return
-    try:
-        hosts = warm_trial_hosts(spec.resources.cpu)
-    except Exception as exc:  # the trials can always train in their own processes
-        log.warning("could not start the warm trial hosts: %s", exc)
-        return
-    log.info("study trials run on warm trial hosts (%d across the cluster)", len(hosts))
 
 
 def _with_retries(action, *, what: str, attempts: int = 6, first_delay_s: float = 2.0):

@@ -27,6 +27,7 @@ __all__ = [
     "plan_trials",
     "seed_batches",
     "seeds_per_trial_for",
+    "trials_run_on_cpu",
 ]
 
 DEFAULT_GPU_SEEDS_PER_TRIAL = 8
@@ -88,6 +89,12 @@ def gpu_share_for(peak_bytes: int, device_bytes: int) -> float:
     fits = int(device_bytes * USABLE_DEVICE_FRACTION // need)
     trials = max(1, min(MAX_TRIALS_PER_GPU, fits))
     return math.floor(10_000 / trials) / 10_000
+
+
+def trials_run_on_cpu(gpu: float | str, *, cluster_gpus: float) -> bool:
+    """Whether trials asking for `gpu` get none: the spec says 0, or "auto" on a cluster without GPUs (what
+    plan_trials resolves it to); known before any trial is measured."""
+    return gpu == 0 or (gpu == "auto" and cluster_gpus <= 0)
 
 
 def plan_trials(

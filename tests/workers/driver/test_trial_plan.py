@@ -10,6 +10,7 @@ from workers.driver.trial_plan import (
     plan_trials,
     seed_batches,
     seeds_per_trial_for,
+    trials_run_on_cpu,
 )
 
 GIB = 2**30
@@ -104,3 +105,19 @@ def test_a_gpu_share_set_in_the_spec_is_kept_and_nothing_is_measured():
     plan, calls = _plan(gpu=0.5, seeds_per_trial=2)
     assert calls == [] and (plan.gpu, plan.seeds_per_trial) == (0.5, 2)
     assert "1 seed" not in plan.describe() and "2 seed(s)" in plan.describe()
+
+
+@pytest.mark.parametrize(
+    ("gpu", "cluster_gpus"), [(0, 0.0), (0, 8.0), ("auto", 0.0), ("auto", 8.0), (0.5, 8.0)]
+)
+def test_whether_trials_run_on_cpu_is_known_before_planning_and_agrees_with_the_plan(gpu, cluster_gpus):
+    plan = plan_trials(
+        cpu=1.0,
+        gpu=gpu,
+        seeds_per_trial="auto",
+        compile_mode="none",
+        num_seeds=3,
+        cluster_gpus=cluster_gpus,
+        measure_peak=lambda k: (2**30, 80 * 2**30),
+    )
+    assert trials_run_on_cpu(gpu, cluster_gpus=cluster_gpus) is (plan.gpu == 0)
