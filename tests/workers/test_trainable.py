@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import workers.trainable as trainable_module
+from tests.workers.trial_configs import TINY_TRIAL
 from workers.trainable import train_trial, trial_device, trial_num_threads
 
 EPOCHS = 4
@@ -142,13 +143,7 @@ def test_a_reused_trial_process_runs_each_trial_from_scratch_with_its_own_mlflow
     experiment_id = client.create_experiment(f"reuse-{uuid.uuid4().hex[:8]}")
     seeds = [0, 1, 2]
     param_space = {
-        "method": "frozen_ln",
-        "dataset": "digits",
-        "model": "vit_lite_tiny",
-        "epochs": 2,
-        "batch_size": 32,
-        "lr": 3e-3,
-        "warmup_epochs": 1,
+        **TINY_TRIAL,
         "max_steps_per_epoch": 3,
         "seed": tune.grid_search(seeds),
         "study_id": "study-r",

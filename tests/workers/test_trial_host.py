@@ -10,17 +10,12 @@ import time
 
 import pytest
 
+from tests.workers.trial_configs import TINY_TRIAL
 from workers.trial_host import CLAIM_START_S, HostEvent, TrialHost, process_started_at
 
 CONFIG = {
-    "method": "frozen_ln",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
+    **TINY_TRIAL,
     "epochs": 3,
-    "batch_size": 32,
-    "lr": 3e-3,
-    "warmup_epochs": 1,
-    "max_steps_per_epoch": 2,
     "seed": 0,
     "study_id": "study-h",
     "phase": "final",

@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
-CONFIG = {
-    "method": "frozen_ln",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "epochs": 2,
-    "batch_size": 32,
-    "lr": 3e-3,
-    "warmup_epochs": 1,
-    "max_steps_per_epoch": 2,
-    "study_id": "study-relay",
-    "phase": "final",
-}
+from tests.workers.trial_configs import TINY_TRIAL
+
+CONFIG = {**TINY_TRIAL, "study_id": "study-relay", "phase": "final"}
 
 
 def relayed_trial(config: dict) -> None:

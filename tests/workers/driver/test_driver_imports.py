@@ -7,30 +7,28 @@ import sys
 import workers.training
 
 
-def test_the_driver_and_its_tune_callbacks_import_without_torch():
-    code = (
-        "import sys\n"
-        "import workers.driver.study, workers.driver.recorder, workers.driver.trainable_entry\n"
-        "import workers.driver.trial_plan, workers.tracking\n"
-        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
-    )
+def _loaded_after(imports: str, watched: str) -> str:
+    """What a fresh interpreter prints after `imports`: the sorted modules loaded that `watched` (a
+    predicate on `m`, as Python source) picks."""
+    code = f"import sys\n{imports}\nprint(sorted(m for m in sys.modules if {watched}))\n"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert completed.returncode == 0, completed.stderr[-2000:]
-    assert completed.stdout.strip() == "[]"
+    return completed.stdout.strip()
+
+
+def test_the_driver_and_its_tune_callbacks_import_without_torch():
+    imports = (
+        "import workers.driver.study, workers.driver.recorder, workers.driver.trainable_entry\n"
+        "import workers.driver.trial_plan, workers.tracking"
+    )
+    assert _loaded_after(imports, "m == 'torch' or m.startswith('torch.')") == "[]"
 
 
 def test_the_driver_defers_what_it_needs_only_at_the_end_or_never():
     # The results code (scipy's statistics, through studies.report and studies.tables) runs when the study
     # ends, and migrations never run in a driver: importing either would lengthen every study's start.
-    code = (
-        "import sys\n"
-        "import workers.driver.study\n"
-        "deferred = ('alembic', 'studies.report', 'studies.stats', 'studies.tables', 'service.study_results')\n"
-        "print(sorted(m for m in deferred if m in sys.modules))\n"
-    )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    assert completed.stdout.strip() == "[]"
+    deferred = ("alembic", "studies.report", "studies.stats", "studies.tables", "service.study_results")
+    assert _loaded_after("import workers.driver.study", f"m in {deferred!r}") == "[]"
 
 
 def test_the_training_package_exports_every_name_it_resolves_lazily():
