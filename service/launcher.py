@@ -19,8 +19,10 @@ import contextlib
 import gc
 import logging
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,9 +37,9 @@ from sqlalchemy.engine import make_url
 from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token_source
 from service.background import StudyReconciler
 from service.dispatcher import RayJobDispatcher
-from service.local_stack import StartedStack, mlflow_server, ray_head, stop_stale_stacks
+from service.local_stack import StartedStack, mlflow_server, ray_head, stop_stale_stacks, warm_driver_server
 from service.ports import DispatchError
-from service.processes import ManagedProcess, http_ok
+from service.processes import ManagedProcess, ProcessStartError, http_ok
 from service.settings import Settings
 from service.stack_probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
 
@@ -120,6 +122,8 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     token = ensure_ray_auth_token(settings)
     started = StartedStack(settings.data_dir)
+    # Unix socket paths are limited to ~107 bytes: the warm driver server's lives in a short private dir.
+    socket_dir = Path(tempfile.mkdtemp(prefix="normlab-drivers-"))
     try:
         if api_only:
             mlflow, ray = _require_running(settings, token)
@@ -129,10 +133,13 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
                 _say(f"[yellow]stopped {line}[/]")
             mlflow = _mlflow(settings, started)
             ray = _ray(settings, token, started)
+        driver_env = driver_environment(settings)
+        if ray is Origin.STARTED and settings.warm_drivers and sys.platform.startswith("linux"):
+            driver_env.update(_warm_drivers(settings, token, driver_env, started, socket_dir))
         dispatcher = RayJobDispatcher(
             dashboard_url=settings.ray_dashboard_url,
             auth_token=token,
-            driver_env=driver_environment(settings),
+            driver_env=driver_env,
         )
         yield LocalStack(
             settings=settings,
@@ -144,6 +151,28 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
         )
     finally:
         _stop(started)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def _warm_drivers(
+    settings: Settings, token: str, driver_env: dict[str, str], started: StartedStack, socket_dir: Path
+) -> dict[str, str]:
+    """Start the warm driver server beside the Ray head this stack started (jobs run on that head); returns
+    what tells drivers to use it. Best-effort: without it every study's job runs its driver itself."""
+    socket_path = socket_dir / "drivers.sock"
+    server = warm_driver_server(
+        data_dir=settings.data_dir,
+        socket_path=socket_path,
+        token=token,
+        node_ip=settings.ray_host,
+        driver_env=driver_env,
+    )
+    try:
+        started.start(server, timeout=60)
+    except ProcessStartError as exc:
+        log.warning("no warm driver server (each study's job imports its driver itself): %s", exc)
+        return {}
+    return {"NORMLAB_WARM_DRIVER_SOCKET": str(socket_path)}
 
 
 def _stop(started: StartedStack) -> None:

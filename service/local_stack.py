@@ -49,8 +49,10 @@ __all__ = [
     "mlflow_server",
     "ray_auth_env",
     "ray_head",
+    "ray_head_env",
     "ray_worker",
     "stop_stale_stacks",
+    "warm_driver_server",
 ]
 
 
@@ -84,6 +86,11 @@ def _prompt_stop_env() -> dict[str, str]:
     """On SIGTERM `ray start --block` first drains the node for 30 s (for Ray Serve proxies, which this
     stack has none of); without the drain it stops its processes at once."""
     return {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+
+
+def ray_head_env(token: str, node_ip: str) -> dict[str, str]:
+    """What `ray start --head` runs with here, and so what every job on that head inherits."""
+    return {**_node_env(token), **_loopback_only_env(node_ip), **_prompt_stop_env()}
 
 
 def _resource_args(num_cpus: int | None, num_gpus: int | None) -> list[str]:
@@ -170,7 +177,7 @@ def ray_head(
     argv += _resource_args(num_cpus, num_gpus)
     # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
     argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
-    env = {**_node_env(token), **_loopback_only_env(node_ip), **_prompt_stop_env(), **(extra_env or {})}
+    env = {**ray_head_env(token, node_ip), **(extra_env or {})}
     return ManagedProcess(
         name="ray-head",
         argv=argv,
@@ -180,6 +187,24 @@ def ray_head(
         health_headers={"Authorization": f"Bearer {token}"},
         # The dashboard answers before the raylet runs; a head stopped while it still starts is slow to go.
         ready_text="Ray runtime started",
+    )
+
+
+def warm_driver_server(
+    *, data_dir: Path, socket_path: Path, token: str, node_ip: str, driver_env: dict[str, str]
+) -> ManagedProcess:
+    """`python -m workers.driver.warm_server`: forks a study's driver for its Ray job (see that module).
+
+    Its environment is a job's on the Ray head this stack starts (the head's, plus what drivers are given),
+    because modules read some of it as they are imported (Ray reads whether it may leave loopback, for
+    one); each driver then takes its job's own."""
+    return ManagedProcess(
+        name="warm-drivers",
+        argv=[sys.executable, "-m", "workers.driver.warm_server", "--socket", str(socket_path)],
+        # Ray gives a job with no CPUs one OpenMP thread; BLAS reads it once, at import.
+        env={**ray_head_env(token, node_ip), **driver_env, "OMP_NUM_THREADS": "1"},
+        log_path=data_dir / "logs" / "warm-drivers.log",
+        ready_text="warm driver server listening",
     )
 
 

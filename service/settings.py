@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # torch and the loaded datasets between studies. On a cluster without GPUs the service starts them
     # when it starts. False: every trial trains in its own Tune trial process, as GPU trials always do.
     trial_hosts: bool = True
+    # Study drivers start warm (workers.driver.warm_server): where `normlab serve` starts the Ray head itself
+    # (on Linux), it also starts a process that has imported the driver and forks one per study, so a study
+    # does not pay the driver's imports (seconds). False: every study's job process imports and runs its
+    # driver itself, as on a cluster whose head someone else started.
+    warm_drivers: bool = True
 
     log_level: str = "info"
 

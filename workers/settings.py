@@ -8,6 +8,8 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
     MLFLOW_TRACKING_URI   the MLflow server
     NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trial_host); 0: each in
                           its own Tune trial process
+    NORMLAB_WARM_DRIVER_SOCKET  a warm driver server's socket (workers.driver.warm_server): a study's job
+                          hands its driver to it; unset: the job's process is the driver
 
 Plain Python: trial processes import it without pydantic.
 """
@@ -31,6 +33,7 @@ class WorkerSettings:
     database_url: str | None
     tracking_uri: str | None
     trial_hosts: bool = True
+    warm_driver_socket: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -43,6 +46,9 @@ class WorkerSettings:
             database_url=env.get("DATABASE_URL") or None,
             tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
             trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=True),
+            warm_driver_socket=Path(env["NORMLAB_WARM_DRIVER_SOCKET"])
+            if env.get("NORMLAB_WARM_DRIVER_SOCKET")
+            else None,
         )
 
 

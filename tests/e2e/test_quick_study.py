@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from service.processes import wait_until
 from service.store import list_trials, make_engine, session_scope
 
 pytestmark = pytest.mark.slow
@@ -116,3 +118,13 @@ def test_results_return_a_row_per_method_with_its_seed_count(running_service, fi
         # untrained model sits near chance. Measured here: FrozenLN ~0.7, DyT and AutoNorm-S ~0.35.
         assert row["mean"] > 0.2
     assert markdown.status_code == 200 and "autonorm_s" in markdown.text
+
+
+def test_the_studys_driver_was_forked_by_the_warm_driver_server(running_service, finished_quick_study):
+    study_id = finished_quick_study["study"]["id"]
+    log = running_service.data_dir / "logs" / "warm-drivers.log"
+    started = re.compile(rf"driver (\d+) started: --study-id {study_id}\b")
+    assert wait_until(lambda: started.search(log.read_text()) is not None, timeout=10), log.read_text()
+    pid = started.search(log.read_text()).group(1)  # type: ignore[union-attr]
+    # The server hears of the driver's end once the study's job has ended: a clean exit.
+    assert wait_until(lambda: f"driver {pid} ended (0)" in log.read_text(), timeout=60), log.read_text()

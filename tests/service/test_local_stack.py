@@ -85,9 +85,15 @@ def _listening(processes: list[psutil.Process]) -> list[tuple[str, int, str]]:
     ]
 
 
-def test_the_first_serve_starts_mlflow_and_the_ray_head(stack):
-    assert [p.name for p in stack.processes] == ["mlflow", "ray-head"]
+def test_the_first_serve_starts_mlflow_the_ray_head_and_a_warm_driver_server(stack):
+    assert [p.name for p in stack.processes] == ["mlflow", "ray-head", "warm-drivers"]
     assert (stack.mlflow, stack.ray) == (Origin.STARTED, Origin.STARTED)
+
+
+def test_the_jobs_of_the_head_it_started_are_told_where_the_warm_driver_server_listens(stack):
+    socket_path = Path(stack.dispatcher.driver_env["NORMLAB_WARM_DRIVER_SOCKET"])
+    assert socket_path.is_socket()
+    assert socket_path.stat().st_mode & 0o777 == 0o600  # a client chooses a driver's environment
 
 
 def test_a_job_runs_on_the_loopback_head(stack, stack_settings):
@@ -127,6 +133,8 @@ def test_every_server_of_the_embedded_ray_head_listens_on_loopback_only(stack, s
 def test_a_second_serve_attaches_to_the_running_mlflow_and_ray_and_leaves_them_running(stack, stack_settings):
     with local_stack(stack_settings) as second:
         assert second.processes == []  # nothing started, so nothing to stop
+        # Its jobs may run on another machine's head: they import their drivers themselves.
+        assert "NORMLAB_WARM_DRIVER_SOCKET" not in second.dispatcher.driver_env
         assert (second.mlflow, second.ray) == (Origin.ATTACHED, Origin.ATTACHED)
         console = Console(record=True, width=200)
         console.print(startup_banner(stack_settings, mlflow=second.mlflow, ray=second.ray))

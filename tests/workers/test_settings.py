@@ -46,3 +46,11 @@ def test_a_trial_hosts_value_that_is_no_switch_is_refused_by_name():
 
     with pytest.raises(ValueError, match="maybe"):
         WorkerSettings.from_env({"NORMLAB_TRIAL_HOSTS": "maybe"})
+
+
+def test_a_driver_uses_a_warm_driver_server_only_where_one_is_named():
+    assert WorkerSettings.from_env({}).warm_driver_socket is None
+    assert WorkerSettings.from_env({"NORMLAB_WARM_DRIVER_SOCKET": ""}).warm_driver_socket is None
+    named = WorkerSettings.from_env({"NORMLAB_WARM_DRIVER_SOCKET": "/tmp/d/drivers.sock"})
+    assert named.warm_driver_socket == Path("/tmp/d/drivers.sock")
+    assert Settings.model_fields["warm_drivers"].default is True

@@ -1,4 +1,9 @@
-"""`python -m workers.driver --study-id ID`: the entry point of a study's Ray job."""
+"""`python -m workers.driver --study-id ID`: the entry point of a study's Ray job.
+
+With a warm driver server (NORMLAB_WARM_DRIVER_SOCKET, workers.driver.warm_server) this process hands the
+study to it and stands in for the driver it forks; without one, or when it starts no driver, this process
+is the driver. Either way the driver is `run_in_process`.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,6 @@ import argparse
 import logging
 import signal
 
-from service.store import make_engine
-from workers.driver.study import DriverContext, run_study
 from workers.settings import WorkerSettings
 
 
@@ -15,7 +18,11 @@ def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_in_process(argv: list[str] | None = None) -> None:
+    """Be the study's driver: parse the job's arguments, then run the study to its end."""
+    from service.store import make_engine
+    from workers.driver.study import DriverContext, run_study
+
     parser = argparse.ArgumentParser(prog="python -m workers.driver", description=__doc__)
     parser.add_argument("--study-id", required=True)
     args = parser.parse_args(argv)
@@ -32,6 +39,20 @@ def main(argv: list[str] | None = None) -> None:
         results_dir=settings.data_dir / "ray_results" / args.study_id,
     )
     run_study(args.study_id, ctx)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    socket_path = WorkerSettings.from_env().warm_driver_socket
+    if socket_path is not None:
+        from workers.driver.warm_client import run_on_warm_server
+
+        code = run_on_warm_server(socket_path, argv)
+        if code is not None:
+            raise SystemExit(code)
+    run_in_process(argv)
 
 
 if __name__ == "__main__":

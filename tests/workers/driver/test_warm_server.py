@@ -1,0 +1,184 @@
+"""A study's job hands its driver to the warm driver server, which forks it; the job process stands in for it
+(unit tests of workers.driver.warm_server and workers.driver.warm_client, on a real server process running a
+stand-in driver, tests/workers/driver/warm_fake_driver.py)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.processes import wait_until
+from workers.driver.warm_client import run_on_warm_server
+from workers.driver.warm_server import PRELOADED_MODULES, READY_LINE
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
+FAKE_DRIVER = "tests.workers.driver.warm_fake_driver:main"
+
+
+def _start_server(socket_path: Path, log_path: Path) -> subprocess.Popen:
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "workers.driver.warm_server",
+                "--socket",
+                str(socket_path),
+                "--entry",
+                FAKE_DRIVER,
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    assert wait_until(lambda: "preloaded" in log_path.read_text(), timeout=120, interval=0.2)
+    return server
+
+
+@pytest.fixture(scope="module")
+def server_socket() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="nl-ws-") as tmp:  # short: Unix socket paths are limited
+        socket_path = Path(tmp) / "drivers.sock"
+        server = _start_server(socket_path, Path(tmp) / "server.log")
+        yield socket_path
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _job(socket_path: Path, *argv: str, cwd: Path | None = None, **popen) -> subprocess.Popen:
+    """`python -m workers.driver ARGV`, as a study's Ray job runs it."""
+    env = {**os.environ, "NORMLAB_WARM_DRIVER_SOCKET": str(socket_path), "FAKE_JOB": "job-7"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "workers.driver", *argv],
+        cwd=cwd or REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def test_the_driver_runs_in_a_forked_process_with_the_jobs_arguments_environment_and_output(
+    server_socket, tmp_path
+):
+    job = _job(server_socket, "describe", "--study-id", "s1", cwd=tmp_path)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err
+    assert f"argv=['describe', '--study-id', 's1'] cwd={tmp_path} job=job-7" in out
+    assert f"pid={job.pid}" not in out  # another process: the server's child
+    assert "to stderr" in err
+    assert "forked by the warm driver server" in err
+
+
+def test_the_job_exits_with_the_drivers_exit_status(server_socket):
+    jobs = {  # at once: the server reaps each driver and answers its own job
+        "exit 7": _job(server_socket, "exit", "7"),
+        "exit with a message": _job(server_socket, "exit", "no DATABASE_URL"),
+        "exception": _job(server_socket, "raise"),
+    }
+    done = {name: (job, *job.communicate(timeout=60)) for name, job in jobs.items()}
+    assert done["exit 7"][0].returncode == 7
+    assert done["exit with a message"][0].returncode == 1
+    assert "no DATABASE_URL" in done["exit with a message"][2]
+    assert done["exception"][0].returncode == 1
+    assert "RuntimeError: the fake driver failed" in done["exception"][2]
+
+
+def _started(note: Path) -> int:
+    assert wait_until(lambda: note.exists() and note.read_text().isdigit(), timeout=60, interval=0.1)
+    return int(note.read_text())
+
+
+def test_sigterm_to_the_job_reaches_the_driver(server_socket, tmp_path):
+    note = tmp_path / "note"
+    job = _job(server_socket, "wait-for-sigterm", str(note))
+    _started(note)
+    job.send_signal(signal.SIGTERM)  # how Ray cancels a job
+    job.communicate(timeout=30)
+    assert note.read_text() == "terminated"
+    assert job.returncode == 143
+
+
+def test_a_job_killed_outright_takes_its_driver_with_it(server_socket, tmp_path):
+    note = tmp_path / "note"
+    job = _job(server_socket, "wait", str(note))
+    driver = _started(note)
+    job.kill()
+    job.communicate(timeout=30)
+    assert wait_until(lambda: not _alive(driver), timeout=10, interval=0.1), "the driver outlived its job"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_without_a_server_the_job_runs_its_driver_itself(tmp_path):
+    assert run_on_warm_server(tmp_path / "nobody.sock", ["--study-id", "s1"]) is None
+
+
+def test_a_server_that_answers_without_starting_a_driver_leaves_the_driver_to_the_job(tmp_path):
+    socket_path = tmp_path / "s.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(socket_path))
+    listener.listen(1)
+
+    def refuse() -> None:
+        client, _ = listener.accept()
+        client.recv(1 << 20)
+        client.send(b'{"error": "cannot fork a driver: out of memory"}')
+        client.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    try:
+        assert run_on_warm_server(socket_path, ["--study-id", "s1"]) is None
+    finally:
+        listener.close()
+
+
+def test_a_stopped_server_removes_its_socket_and_leaves_a_running_driver_to_its_job(tmp_path):
+    with tempfile.TemporaryDirectory(prefix="nl-ws-") as tmp:
+        socket_path = Path(tmp) / "drivers.sock"
+        server = _start_server(socket_path, Path(tmp) / "server.log")
+        note = tmp_path / "note"
+        job = _job(socket_path, "wait-for-sigterm", str(note))
+        driver = _started(note)
+        server.terminate()
+        server.wait(timeout=30)
+        assert not socket_path.exists()
+        assert _alive(driver)
+        job.send_signal(signal.SIGTERM)
+        job.communicate(timeout=30)
+        # The job cannot learn the status of a driver whose server is gone, and says so.
+        assert job.returncode == 1
+        assert note.read_text() == "terminated"
+
+
+def test_every_preloaded_module_imports():
+    for name in PRELOADED_MODULES:
+        importlib.import_module(name)
+
+
+def test_the_ready_line_is_what_the_stack_waits_for():
+    from service.local_stack import warm_driver_server
+
+    process = warm_driver_server(
+        data_dir=Path("/tmp"), socket_path=Path("/tmp/x.sock"), token="t", node_ip="127.0.0.1", driver_env={}
+    )
+    assert process.ready_text == READY_LINE

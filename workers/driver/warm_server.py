@@ -1,0 +1,315 @@
+"""`python -m workers.driver.warm_server --socket PATH`: a process that has imported the study driver and forks
+one driver per study, so that a study starts without paying the driver's imports (ray, Tune, MLflow,
+Optuna, SQLAlchemy: 2.5 to 4 s on a laptop core) every time.
+
+`normlab serve` runs one beside the Ray head it starts, and hands its socket to drivers in
+NORMLAB_WARM_DRIVER_SOCKET. A study's Ray job still runs `python -m workers.driver --study-id ID`; that
+process (workers.driver.warm_client) sends this server its arguments, environment, working directory and
+stdin/stdout/stderr, and the server forks a child that becomes the driver with exactly those. The child is
+the one that calls `ray.init()`, so nothing of Ray's runtime (its threads, its connections) is ever forked;
+the server itself only imports.
+
+The job's process stays the driver as far as anyone outside can tell:
+- it forwards SIGTERM, SIGINT and SIGHUP to the child (Ray cancels a job with SIGTERM);
+- it exits with the child's exit status (128 + N for a child ended by signal N);
+- should it die without passing a signal on (SIGKILL), the server SIGKILLs the child at once, as the
+  kernel would have ended a driver running in that process: Ray then resubmits the study as it does for a
+  killed driver, and never finds an older driver still at work.
+Without a server (none configured, none answering, or one that fails before a child is forked) the job
+process runs the driver itself, as before.
+
+One thread only: the main loop accepts, forks and reaps, woken by SIGCHLD through a self-pipe; a fork from a
+process with other Python threads could copy a lock one of them held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DRIVER_ENTRY", "PRELOADED_MODULES", "READY_LINE", "WarmDriverServer", "main", "run_driver"]
+
+READY_LINE = "warm driver server listening"
+DRIVER_ENTRY = "workers.driver.__main__:run_in_process"  # what a forked child runs, given the job's argv
+
+# What a driver imports by the time its first trial starts and at its end, beyond its own modules' top-level
+# imports (each lazily imported inside ray.tune, mlflow or the driver). A module missing here only costs a
+# driver its import time; one that fails to import is skipped.
+PRELOADED_MODULES = (
+    "workers.driver.__main__",
+    "workers.driver.study",
+    "ray.tune.execution.tune_controller",
+    "ray.tune.search.optuna",
+    "ray.tune.search.concurrency_limiter",
+    "ray.tune.logger",
+    "ray.tune.logger.tensorboardx",
+    "ray.train._internal.storage",
+    "ray.util.state",
+    "optuna",
+    "optuna.samplers",
+    "pyarrow.fs",
+    "mlflow.store.tracking.rest_store",
+    "mlflow.tracking._tracking_service.utils",
+    "mlflow.utils.rest_utils",
+    "sqlalchemy.dialects.sqlite",
+    "service.study_results",
+    "studies.report",
+    "studies.stats",
+    "scipy.stats",
+)
+
+_FORWARDED_FDS = (0, 1, 2)
+_KILL_AFTER_CLIENT_LOSS = signal.SIGKILL
+
+
+@dataclass
+class _Driver:
+    pid: int
+    client: socket.socket
+    client_gone: bool = False
+
+
+@dataclass
+class WarmDriverServer:
+    socket_path: Path
+    entry: str = DRIVER_ENTRY
+    drivers: dict[int, _Driver] = field(default_factory=dict)  # pid -> its driver
+    _listener: socket.socket | None = None
+    _wakeup_read: int = -1
+    _stopping: bool = False
+
+    def listen(self) -> None:
+        """Bind the socket, readable and writable by this user only (a client chooses a driver's environment)."""
+        self.socket_path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        previous = os.umask(0o177)
+        try:
+            listener.bind(str(self.socket_path))
+        finally:
+            os.umask(previous)
+        listener.listen(64)
+        self._listener = listener
+
+    def serve_forever(self) -> None:
+        """Accept, fork and reap until SIGTERM or SIGINT; then close the socket. Running drivers are left
+        to their clients (and the stack's stop, which ends this server's descendants with it)."""
+        assert self._listener is not None, "listen() first"
+        wakeup_read, wakeup_write = os.pipe()
+        os.set_blocking(wakeup_write, False)
+        self._wakeup_read = wakeup_read
+        signal.set_wakeup_fd(wakeup_write)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes select through the pipe
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        try:
+            while not self._stopping:
+                self._serve_once()
+        finally:
+            signal.set_wakeup_fd(-1)
+            self._listener.close()
+            self.socket_path.unlink(missing_ok=True)
+            os.close(wakeup_read)
+            os.close(wakeup_write)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        self._stopping = True
+
+    def _serve_once(self) -> None:
+        assert self._listener is not None
+        clients = {d.client.fileno(): d for d in self.drivers.values() if not d.client_gone}
+        listening = self._listener.fileno()
+        readable, _, _ = select.select([listening, self._wakeup_read, *clients], [], [], 5.0)
+        for ready in readable:
+            if ready == listening:
+                self._accept()
+            elif ready == self._wakeup_read:
+                os.read(self._wakeup_read, 512)
+            else:
+                self._client_spoke(clients[ready])
+        self._reap()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        client, _ = self._listener.accept()
+        fds: list[int] = []
+        try:
+            message, fds, _, _ = socket.recv_fds(client, 1 << 20, len(_FORWARDED_FDS))
+            request = json.loads(message)
+            argv, env, cwd = list(request["argv"]), dict(request["env"]), str(request["cwd"])
+            if len(fds) != len(_FORWARDED_FDS):
+                raise ValueError(f"expected stdin, stdout and stderr, got {len(fds)} descriptors")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _send(client, {"error": f"bad request: {exc}"})
+            client.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of memory or processes: the client runs the driver itself
+            _send(client, {"error": f"cannot fork a driver: {exc}"})
+            client.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        if pid == 0:  # the child never returns from here
+            self._become_driver(client, fds, argv=argv, env=env, cwd=cwd)
+        for fd in fds:
+            os.close(fd)
+        self.drivers[pid] = _Driver(pid=pid, client=client)
+        changed = sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k))
+        _say(f"driver {pid} started: {' '.join(argv)} (environment differs in {', '.join(changed)})")
+
+    def _become_driver(
+        self, client: socket.socket, fds: list[int], *, argv: list[str], env: dict[str, str], cwd: str
+    ) -> None:
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            assert self._listener is not None
+            self._listener.close()
+            os.close(self._wakeup_read)
+            for other in self.drivers.values():
+                other.client.close()
+            for target, fd in zip(_FORWARDED_FDS, fds, strict=True):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(cwd)
+            sys.argv = ["workers.driver", *argv]
+            # Said by the child, not the server: a client that hears it knows a driver runs, one that does not
+            # knows none does and may run the driver itself.
+            _send(client, {"pid": os.getpid()})
+            client.close()
+            code = run_driver(argv, self.entry)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def _client_spoke(self, driver: _Driver) -> None:
+        try:
+            data = driver.client.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            return  # a client says nothing after its request: ignore
+        # The job's process is gone without passing a signal on (it forwards those): end the driver as the
+        # kernel would have ended a driver running in that process.
+        driver.client_gone = True
+        _say(f"the job process of driver {driver.pid} is gone: killing the driver")
+        _kill(driver.pid, _KILL_AFTER_CLIENT_LOSS)
+
+    def _reap(self) -> None:
+        while self.drivers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            driver = self.drivers.pop(pid, None)
+            if driver is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            _send(driver.client, {"exit": code})
+            driver.client.close()
+            _say(f"driver {pid} ended ({code})")
+
+
+def run_driver(argv: Sequence[str], entry: str = DRIVER_ENTRY) -> int:
+    """Run `entry` (module:function, by default what `python -m workers.driver` runs) on `argv` in this
+    (forked) process as the interpreter would, and return its exit status: SystemExit's code (a message is
+    printed and gives 1), 1 and a traceback for an exception; then what the interpreter does at exit (join
+    non-daemon threads, atexit handlers, flush)."""
+    code = 0
+    try:
+        module, _, function = entry.partition(":")
+        getattr(importlib.import_module(module), function)(list(argv))
+    except SystemExit as exc:
+        code = _exit_status(exc.code)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    return code
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _send(client: socket.socket, message: dict) -> None:
+    with contextlib.suppress(OSError):  # the client is gone; reaping tells the rest
+        client.send(json.dumps(message).encode())
+
+
+def _kill(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _say(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+
+def preload(modules: Sequence[str] = PRELOADED_MODULES) -> float:
+    """Import what a driver will import; returns the seconds it took. A module that fails is skipped."""
+    started = time.perf_counter()
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            _say(f"not preloaded: {name} ({type(exc).__name__}: {exc})")
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m workers.driver.warm_server", description=__doc__)
+    parser.add_argument("--socket", required=True, type=Path, help="the Unix socket to listen on")
+    parser.add_argument("--entry", default=DRIVER_ENTRY, help="module:function a driver runs (tests)")
+    args = parser.parse_args(argv)
+    server = WarmDriverServer(args.socket, entry=args.entry)
+    # Listen before the imports, so that whoever started this need not wait for them: a client that
+    # connects meanwhile waits in the backlog and is served once they are done.
+    server.listen()
+    _say(f"{READY_LINE} on {args.socket}")
+    _say(f"preloaded the driver's modules in {preload():.1f} s")
+    if threading.active_count() > 1:
+        raise SystemExit("a preloaded module started a Python thread: forking drivers would be unsafe")
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
