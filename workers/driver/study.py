@@ -24,6 +24,7 @@ from typing import Any
 import ray
 from mlflow.tracking import MlflowClient
 from ray import tune
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
@@ -488,13 +489,17 @@ def _run_config(
         storage_path=str(ctx.results_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        # Tune's CSV and JSON loggers hold each trial's history (Result.metrics_dataframe reads them); its
+        # TensorBoard logger, which nothing here reads, is left out (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS).
         callbacks=[
             TrialRecorder(
                 ctx.database_url,
                 metric_key=metric_key,
                 tracking_uri=ctx.mlflow_tracking_uri,
                 experiment_id=parent.experiment_id,
-            )
+            ),
+            CSVLoggerCallback(),
+            JsonLoggerCallback(),
         ],
         verbose=1,
     )
