@@ -6,8 +6,9 @@ outside training goes.
 Part 1 runs studies/examples/quick.yaml end to end exactly as a user does: `normlab serve` (MLflow server,
 Ray head, API) on free loopback ports in a throwaway data dir, the study POSTed over HTTP, polled until it
 ends, then POSTed again (a user's next study): the first study meets a service that has just come up, the
-later ones a service that has run studies before. Two services are measured one after the other, with
-warm trial hosts (the default) and without (`NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials'
+later ones a service that has run studies before. Three services are measured one after the other: the
+default (warm drivers and warm trial hosts), cold drivers (`NORMLAB_WARM_DRIVERS=0`: each study's job
+imports its driver), and cold drivers without trial hosts (also `NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials'
 training compute (the `epoch_time_s` of epochs 1..E: training steps plus evaluation) spread over the Ray
 CPU slots; everything else is orchestration:
 
@@ -163,7 +164,9 @@ def study_figures(
 
 
 @contextmanager
-def local_stack(work: Path, *, trial_hosts: bool = True) -> Iterator[tuple[str, str, Path]]:
+def local_stack(
+    work: Path, *, trial_hosts: bool = True, warm_drivers: bool = True
+) -> Iterator[tuple[str, str, Path]]:
     """(API URL, token, data dir) of a `normlab serve` started for this run, stopped with Ctrl-C on exit."""
     from service.processes import http_ok, private_serve_environment, wait_until
 
@@ -173,6 +176,7 @@ def local_stack(work: Path, *, trial_hosts: bool = True) -> Iterator[tuple[str, 
     token = "bench-" + uuid.uuid4().hex
     env = private_serve_environment(data_dir, ray_temp, api_token=token, ray_cpus=SLOTS)
     env["NORMLAB_TRIAL_HOSTS"] = "1" if trial_hosts else "0"
+    env["NORMLAB_WARM_DRIVERS"] = "1" if warm_drivers else "0"
     api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
     with open(work / "serve.log", "wb") as log:
         process = subprocess.Popen(
@@ -266,7 +270,7 @@ def trial_processes(tune_dir: Path) -> int | None:
 
 
 def measure_service(
-    spec_path: Path = QUICK_SPEC, *, studies: int = 3, trial_hosts: bool = True
+    spec_path: Path = QUICK_SPEC, *, studies: int = 3, trial_hosts: bool = True, warm_drivers: bool = True
 ) -> tuple[list[StudyFigures], str]:
     """The study `studies` times back to back on one `normlab serve`, as a user submits one after another:
     the first right after the service came up, the others on a service that has run studies before.
@@ -277,7 +281,7 @@ def measure_service(
     figures = []
     with tempfile.TemporaryDirectory(prefix="bench-orch-") as tmp:
         work = Path(tmp)
-        with local_stack(work, trial_hosts=trial_hosts) as (api, token, data_dir):
+        with local_stack(work, trial_hosts=trial_hosts, warm_drivers=warm_drivers) as (api, token, data_dir):
             for index in range(studies):
                 text = yaml.safe_dump({**spec, "name": f"{spec['name']}-{index + 1}"}, sort_keys=False)
                 study = _submit_and_wait(api, token, text)
@@ -419,8 +423,7 @@ def services_section(runs: dict[str, list[StudyFigures]], spec_name: str) -> str
             )
     return (
         f"Study `{spec_name}` submitted several times back to back on one service (the same 2 Ray CPU slots), "
-        "once with warm trial hosts (the default) and once with `NORMLAB_TRIAL_HOSTS=0` (every trial in "
-        "Tune's own trial processes), the two services one after the other in this run:\n\n"
+        "on each of these services, one after the other in this run:\n\n"
         "| service | study | wall (s) | ideal (s) | wall / ideal | s per trial outside training |\n"
         "|---|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n"
     )
@@ -439,19 +442,30 @@ def process_section(costs: dict[str, float]) -> str:
     )
 
 
+SERVICES = {  # label -> (warm drivers, trial hosts)
+    "default: warm drivers and trial hosts": (True, True),
+    "cold drivers (`NORMLAB_WARM_DRIVERS=0`)": (False, True),
+    "cold drivers, no trial hosts (also `NORMLAB_TRIAL_HOSTS=0`)": (False, False),
+}
+
+
 def run(quick: bool = False) -> str:
     studies = 2 if quick else 3
-    with_hosts, spec_name = measure_service(studies=studies, trial_hosts=True)
-    without_hosts, _ = measure_service(studies=studies, trial_hosts=False)
+    runs: dict[str, list[StudyFigures]] = {}
+    for label, (warm_drivers, trial_hosts) in SERVICES.items():
+        runs[label], spec_name = measure_service(
+            studies=studies, trial_hosts=trial_hosts, warm_drivers=warm_drivers
+        )
     costs = {**process_costs(repeats=1 if quick else 3), **mlflow_start_costs(repeats=2 if quick else 5)}
+    breakdowns = "".join(
+        f"\n{label}. " + study_section(figures[-1], f"{spec_name}-{studies}")
+        for label, figures in runs.items()
+    )
     return (
         "## Orchestration overhead on CPU (benchmarks/bench_orchestration.py)\n\n"
-        + services_section({"warm trial hosts": with_hosts, "no trial hosts": without_hosts}, spec_name)
-        + "\nWhere the time outside training goes, in the last study of each service:\n\n"
-        + "With warm trial hosts. "
-        + study_section(with_hosts[-1], f"{spec_name}-{studies}")
-        + "\nWithout. "
-        + study_section(without_hosts[-1], f"{spec_name}-{studies}")
+        + services_section(runs, spec_name)
+        + "\nWhere the time outside training goes, in the last study of each service:\n"
+        + breakdowns
         + "\n"
         + process_section(costs)
         + "\nTargets: per-trial overhead outside training <= 2 s; the quick study <= 1.3x its ideal.\n"

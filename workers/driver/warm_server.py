@@ -56,7 +56,6 @@ PRELOADED_MODULES = (
     "ray.tune.search.optuna",
     "ray.tune.search.concurrency_limiter",
     "ray.tune.logger",
-    "ray.tune.logger.tensorboardx",
     "ray.train._internal.storage",
     "ray.util.state",
     "optuna",
