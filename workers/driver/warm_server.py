@@ -89,6 +89,7 @@ class WarmDriverServer:
     drivers: dict[int, _Driver] = field(default_factory=dict)  # pid -> its driver
     _listener: socket.socket | None = None
     _wakeup_read: int = -1
+    _wakeup_write: int = -1
     _stopping: bool = False
 
     def listen(self) -> None:
@@ -109,7 +110,7 @@ class WarmDriverServer:
         assert self._listener is not None, "listen() first"
         wakeup_read, wakeup_write = os.pipe()
         os.set_blocking(wakeup_write, False)
-        self._wakeup_read = wakeup_read
+        self._wakeup_read, self._wakeup_write = wakeup_read, wakeup_write
         signal.set_wakeup_fd(wakeup_write)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes select through the pipe
         signal.signal(signal.SIGTERM, self._stop)
@@ -187,6 +188,7 @@ class WarmDriverServer:
             assert self._listener is not None
             self._listener.close()
             os.close(self._wakeup_read)
+            os.close(self._wakeup_write)
             for other in self.drivers.values():
                 other.client.close()
             for target, fd in zip(_FORWARDED_FDS, fds, strict=True):
