@@ -41,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers.driver.warm_client import FORWARDED_SIGNALS, code_fingerprint
+
 __all__ = ["DRIVER_ENTRY", "PRELOADED_MODULES", "READY_LINE", "WarmDriverServer", "main", "run_driver"]
 
 READY_LINE = "warm driver server listening"
@@ -72,6 +74,7 @@ PRELOADED_MODULES = (
 )
 
 _FORWARDED_FDS = (0, 1, 2)
+_SERVER_SIGNALS = {signal.SIGCHLD, *FORWARDED_SIGNALS}
 _KILL_AFTER_CLIENT_LOSS = signal.SIGKILL
 
 
@@ -86,6 +89,7 @@ class _Driver:
 class WarmDriverServer:
     socket_path: Path
     entry: str = DRIVER_ENTRY
+    code: str = ""  # code_fingerprint() of what was imported: a job whose code differs runs its own driver
     drivers: dict[int, _Driver] = field(default_factory=dict)  # pid -> its driver
     _listener: socket.socket | None = None
     _wakeup_read: int = -1
@@ -134,12 +138,15 @@ class WarmDriverServer:
         listening = self._listener.fileno()
         readable, _, _ = select.select([listening, self._wakeup_read, *clients], [], [], 5.0)
         for ready in readable:
-            if ready == listening:
-                self._accept()
-            elif ready == self._wakeup_read:
-                os.read(self._wakeup_read, 512)
-            else:
-                self._client_spoke(clients[ready])
+            try:
+                if ready == listening:
+                    self._accept()
+                elif ready == self._wakeup_read:
+                    os.read(self._wakeup_read, 512)
+                else:
+                    self._client_spoke(clients[ready])
+            except Exception:  # one bad connection must not end the server (and its drivers' guard)
+                _say(f"error serving a connection:\n{traceback.format_exc()}")
         self._reap()
 
     def _accept(self) -> None:
@@ -149,35 +156,55 @@ class WarmDriverServer:
         try:
             message, fds, _, _ = socket.recv_fds(client, 1 << 20, len(_FORWARDED_FDS))
             request = json.loads(message)
-            argv, env, cwd = list(request["argv"]), dict(request["env"]), str(request["cwd"])
+            argv = [str(arg) for arg in request["argv"]]
+            env = {str(name): str(value) for name, value in dict(request["env"]).items()}
+            cwd = str(request["cwd"])
             if len(fds) != len(_FORWARDED_FDS):
                 raise ValueError(f"expected stdin, stdout and stderr, got {len(fds)} descriptors")
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            _send(client, {"error": f"bad request: {exc}"})
-            client.close()
-            for fd in fds:
-                os.close(fd)
+            self._refuse(client, fds, f"bad request: {exc}")
+            return
+        if self.code and request.get("code") != self.code:
+            self._refuse(
+                client, fds, "the code changed since this server imported it (restart `normlab serve`)"
+            )
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # Blocked across the fork: a signal meant for the child before it resets its handlers would run
+        # the server's (and be lost); the child unblocks them once its own are in place.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SERVER_SIGNALS)
         try:
             pid = os.fork()
         except OSError as exc:  # out of memory or processes: the client runs the driver itself
-            _send(client, {"error": f"cannot fork a driver: {exc}"})
-            client.close()
-            for fd in fds:
-                os.close(fd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            self._refuse(client, fds, f"cannot fork a driver: {exc}")
             return
         if pid == 0:  # the child never returns from here
-            self._become_driver(client, fds, argv=argv, env=env, cwd=cwd)
+            self._become_driver(client, fds, argv=argv, env=env, cwd=cwd, mask=blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for fd in fds:
             os.close(fd)
         self.drivers[pid] = _Driver(pid=pid, client=client)
         changed = sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k))
         _say(f"driver {pid} started: {' '.join(argv)} (environment differs in {', '.join(changed)})")
 
+    def _refuse(self, client: socket.socket, fds: list[int], why: str) -> None:
+        _say(f"no driver started: {why}")
+        _send(client, {"error": why})
+        client.close()
+        for fd in fds:
+            os.close(fd)
+
     def _become_driver(
-        self, client: socket.socket, fds: list[int], *, argv: list[str], env: dict[str, str], cwd: str
+        self,
+        client: socket.socket,
+        fds: list[int],
+        *,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        mask: set[int | signal.Signals],
     ) -> None:
         code = 1
         try:
@@ -185,6 +212,7 @@ class WarmDriverServer:
             for signum in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             assert self._listener is not None
             self._listener.close()
             os.close(self._wakeup_read)
@@ -196,6 +224,8 @@ class WarmDriverServer:
                 os.close(fd)
             os.environ.clear()
             os.environ.update(env)
+            # As the interpreter would have set up stdout for this environment (Ray runs jobs unbuffered).
+            sys.stdout.reconfigure(write_through=bool(env.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
             os.chdir(cwd)
             sys.argv = ["workers.driver", *argv]
             # Said by the child, not the server: a client that hears it knows a driver runs, one that does not
@@ -206,7 +236,7 @@ class WarmDriverServer:
         except BaseException:
             traceback.print_exc()
         finally:
-            os._exit(code)
+            os._exit(code & 0xFF)  # as the interpreter truncates an exit status; os._exit must not raise
 
     def _client_spoke(self, driver: _Driver) -> None:
         try:
@@ -249,12 +279,15 @@ def run_driver(argv: Sequence[str], entry: str = DRIVER_ENTRY) -> int:
         getattr(importlib.import_module(module), function)(list(argv))
     except SystemExit as exc:
         code = _exit_status(exc.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = 128 + signal.SIGINT
     except BaseException:
         traceback.print_exc()
         code = 1
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # What the interpreter does at exit, in its order: join non-daemon threads and stop the thread pools
+    # (concurrent.futures' workers end there), then the atexit handlers.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
@@ -301,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", required=True, type=Path, help="the Unix socket to listen on")
     parser.add_argument("--entry", default=DRIVER_ENTRY, help="module:function a driver runs (tests)")
     args = parser.parse_args(argv)
-    server = WarmDriverServer(args.socket, entry=args.entry)
+    # Taken before the imports: what is imported is at least as new as this.
+    server = WarmDriverServer(args.socket, entry=args.entry, code=code_fingerprint())
     # Listen before the imports, so that whoever started this need not wait for them: a client that
     # connects meanwhile waits in the backlog and is served once they are done.
     server.listen()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,23 +80,83 @@ def test_the_driver_runs_in_a_forked_process_with_the_jobs_arguments_environment
     out, err = job.communicate(timeout=60)
     assert job.returncode == 0, err
     assert f"argv=['describe', '--study-id', 's1'] cwd={tmp_path} job=job-7" in out
-    assert f"pid={job.pid}" not in out  # another process: the server's child
+    forked = re.search(r"the driver runs in process (\d+), forked by the warm driver server", err)
+    assert forked is not None, err
+    assert f"pid={forked.group(1)}\n" in out  # the server's child, not the job's process
+    assert int(forked.group(1)) != job.pid
     assert "to stderr" in err
-    assert "forked by the warm driver server" in err
 
 
 def test_the_job_exits_with_the_drivers_exit_status(server_socket):
     jobs = {  # at once: the server reaps each driver and answers its own job
         "exit 7": _job(server_socket, "exit", "7"),
+        "exit None": _job(server_socket, "exit", "none"),
         "exit with a message": _job(server_socket, "exit", "no DATABASE_URL"),
         "exception": _job(server_socket, "raise"),
+        "killed by SIGKILL": _job(server_socket, "kill-self"),
     }
     done = {name: (job, *job.communicate(timeout=60)) for name, job in jobs.items()}
     assert done["exit 7"][0].returncode == 7
+    assert done["exit None"][0].returncode == 0
+    assert done["killed by SIGKILL"][0].returncode == 128 + signal.SIGKILL
     assert done["exit with a message"][0].returncode == 1
     assert "no DATABASE_URL" in done["exit with a message"][2]
     assert done["exception"][0].returncode == 1
     assert "RuntimeError: the fake driver failed" in done["exception"][2]
+
+
+def test_a_driver_exits_as_the_interpreter_would_after_its_threads_and_thread_pools(server_socket, tmp_path):
+    note = tmp_path / "note"
+    job = _job(server_socket, "leave-threads", str(note))
+    job.communicate(timeout=30)  # a driver that waited for its pool's workers forever would hang here
+    assert job.returncode == 0
+    assert note.read_text() == "joined"
+
+
+def test_a_stopping_signal_before_the_driver_starts_reaches_it_once_it_does(server_socket, tmp_path):
+    server = _server_process(server_socket)
+    note = tmp_path / "note"
+    os.kill(server, signal.SIGSTOP)  # the job connects and waits for the server's answer
+    try:
+        job = _job(server_socket, "wait-for-sigterm", str(note))
+        time.sleep(1.0)
+        job.send_signal(signal.SIGTERM)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    _out, err = job.communicate(timeout=30)
+    assert "forked by the warm driver server" in err
+    assert job.returncode == 128 + signal.SIGTERM
+
+
+def _server_process(socket_path: Path) -> int:
+    (pid,) = [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and _cmdline(int(entry.name)).endswith(f"--socket\0{socket_path}\0--entry\0{FAKE_DRIVER}\0")
+    ]
+    return pid
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def test_a_job_whose_code_changed_since_the_server_started_runs_its_own_driver(server_socket):
+    assert run_on_warm_server(server_socket, ["describe"], fingerprint="an older checkout") is None
+
+
+def test_a_malformed_request_is_refused_and_the_server_serves_on(server_socket):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.connect(str(server_socket))
+        socket.send_fds(connection, [b"not json"], [0, 1, 2])
+        assert b"bad request" in connection.recv(1 << 16)
+    job = _job(server_socket, "exit", "7")
+    job.communicate(timeout=60)
+    assert job.returncode == 7
 
 
 def _started(note: Path) -> int:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+_POOL = ThreadPoolExecutor(max_workers=1)  # module-level, as MLflow's asynchronous logging keeps one
 
 
 def main(argv: list[str]) -> None:
@@ -15,7 +19,13 @@ def main(argv: list[str]) -> None:
         print(f"argv={argv} cwd={os.getcwd()} job={os.environ.get('FAKE_JOB')} pid={os.getpid()}", flush=True)
         print("to stderr", file=sys.stderr, flush=True)
     elif action == "exit":
-        raise SystemExit(int(rest[0]) if rest[0].isdigit() else rest[0])
+        raise SystemExit(None if rest[0] == "none" else int(rest[0]) if rest[0].isdigit() else rest[0])
+    elif action == "kill-self":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "leave-threads":  # the interpreter waits for both before it exits
+        _POOL.submit(time.sleep, 0.2)
+        note = Path(rest[0])
+        threading.Thread(target=lambda: (time.sleep(0.3), note.write_text("joined"))).start()
     elif action == "raise":
         raise RuntimeError("the fake driver failed")
     elif action == "wait-for-sigterm":  # as the real driver: SIGTERM becomes SystemExit(143)
