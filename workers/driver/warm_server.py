@@ -225,7 +225,8 @@ class WarmDriverServer:
             os.environ.clear()
             os.environ.update(env)
             # As the interpreter would have set up stdout for this environment (Ray runs jobs unbuffered).
-            sys.stdout.reconfigure(write_through=bool(env.get("PYTHONUNBUFFERED")))  # type: ignore[union-attr]
+            if env.get("PYTHONUNBUFFERED"):  # each line reaches the job's log as it is printed
+                sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
             os.chdir(cwd)
             sys.argv = ["workers.driver", *argv]
             # Said by the child, not the server: a client that hears it knows a driver runs, one that does not

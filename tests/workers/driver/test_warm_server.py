@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -42,6 +43,8 @@ def _start_server(socket_path: Path, log_path: Path) -> subprocess.Popen:
                 FAKE_DRIVER,
             ],
             cwd=REPO,
+            # Buffered, as a server started without it is: each driver takes its job's setting.
+            env={name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -59,9 +62,11 @@ def server_socket() -> Iterator[Path]:
         server.wait(timeout=30)
 
 
-def _job(socket_path: Path, *argv: str, cwd: Path | None = None, **popen) -> subprocess.Popen:
+def _job(
+    socket_path: Path, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None, **popen
+) -> subprocess.Popen:
     """`python -m workers.driver ARGV`, as a study's Ray job runs it."""
-    env = {**os.environ, "NORMLAB_WARM_DRIVER_SOCKET": str(socket_path), "FAKE_JOB": "job-7"}
+    env = {**os.environ, "NORMLAB_WARM_DRIVER_SOCKET": str(socket_path), "FAKE_JOB": "job-7", **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "workers.driver", *argv],
         cwd=cwd or REPO,
@@ -103,6 +108,20 @@ def test_the_job_exits_with_the_drivers_exit_status(server_socket):
     assert "no DATABASE_URL" in done["exit with a message"][2]
     assert done["exception"][0].returncode == 1
     assert "RuntimeError: the fake driver failed" in done["exception"][2]
+
+
+def test_a_job_run_unbuffered_shows_each_line_of_its_driver_as_it_is_printed(server_socket, tmp_path):
+    note = tmp_path / "note"
+    job = _job(server_socket, "print-and-wait", str(note), env={"PYTHONUNBUFFERED": "1"})  # as Ray runs jobs
+    try:
+        _started(note)  # the driver is still running, its line printed
+        assert job.stdout is not None
+        readable, _, _ = select.select([job.stdout], [], [], 10)
+        assert readable, "the driver's line is still in its buffer"
+        assert job.stdout.readline() == "a line the job's log shows at once\n"
+    finally:
+        job.kill()
+        job.communicate(timeout=30)
 
 
 def test_a_driver_exits_as_the_interpreter_would_after_its_threads_and_thread_pools(server_socket, tmp_path):

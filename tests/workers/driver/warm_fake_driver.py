@@ -33,6 +33,9 @@ def main(argv: list[str]) -> None:
         _wait(Path(rest[0]))
     elif action == "wait":
         _wait(Path(rest[0]))
+    elif action == "print-and-wait":
+        print("a line the job's log shows at once")
+        _wait(Path(rest[0]))
 
 
 def _wait(note: Path) -> None:
