@@ -122,8 +122,7 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     token = ensure_ray_auth_token(settings)
     started = StartedStack(settings.data_dir)
-    # Unix socket paths are limited to ~107 bytes: the warm driver server's lives in a short private dir.
-    socket_dir = Path(tempfile.mkdtemp(prefix="normlab-drivers-"))
+    socket_dir: Path | None = None  # the warm driver server's, when this stack starts one
     try:
         if api_only:
             mlflow, ray = _require_running(settings, token)
@@ -135,6 +134,8 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
             ray = _ray(settings, token, started)
         driver_env = driver_environment(settings)
         if ray is Origin.STARTED and settings.warm_drivers and sys.platform.startswith("linux"):
+            # Unix socket paths are limited to ~107 bytes: the server's lives in a short private dir.
+            socket_dir = Path(tempfile.mkdtemp(prefix="normlab-drivers-"))
             driver_env.update(_warm_drivers(settings, token, driver_env, started, socket_dir))
         dispatcher = RayJobDispatcher(
             dashboard_url=settings.ray_dashboard_url,
@@ -151,7 +152,8 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
         )
     finally:
         _stop(started)
-        shutil.rmtree(socket_dir, ignore_errors=True)
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def _warm_drivers(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
+import sys
 
 from workers.settings import WorkerSettings
 
@@ -29,8 +29,6 @@ def run_in_process(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     # Ray stops a job (cancel) with SIGTERM: turn it into SystemExit so the MLflow parent run is closed.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    # The study's Tune runs name their loggers themselves (no TensorBoard files: about 7 % of a driver's CPU).
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = WorkerSettings.from_env()
     if not settings.database_url or not settings.tracking_uri:
@@ -45,8 +43,6 @@ def run_in_process(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import sys
-
     argv = sys.argv[1:] if argv is None else argv
     socket_path = WorkerSettings.from_env().warm_driver_socket
     if socket_path is not None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from sqlalchemy.engine import Engine
 
 from service.store import TrialStatus, make_engine, record_trial, record_trial_epoch, session_scope
@@ -18,7 +20,14 @@ from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_t
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
 
-__all__ = ["TrialRecorder", "numeric_metrics", "reported_metrics", "seed_results", "tune_bookkeeping_keys"]
+__all__ = [
+    "TrialRecorder",
+    "numeric_metrics",
+    "reported_metrics",
+    "seed_results",
+    "study_callbacks",
+    "tune_bookkeeping_keys",
+]
 
 log = logging.getLogger(__name__)
 
@@ -192,3 +201,16 @@ class TrialRecorder(Callback):
             log.warning("MLflow lookup for %s failed: %s", trial_key, exc)
             return None
         return run.info.run_id if run is not None else None
+
+
+def study_callbacks(
+    database_url: str, *, metric_key: str | dict[str, str], tracking_uri: str, experiment_id: str
+) -> list[Callback]:
+    """The callbacks of a study's Tune runs: the recorder, and Tune's CSV and JSON loggers, which hold each
+    trial's history (Result.metrics_dataframe reads them). Tune's TensorBoard logger, which nothing here
+    reads, is left out: about 7 % of a driver's CPU."""
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # else Tune adds the loggers it misses
+    recorder = TrialRecorder(
+        database_url, metric_key=metric_key, tracking_uri=tracking_uri, experiment_id=experiment_id
+    )
+    return [recorder, CSVLoggerCallback(), JsonLoggerCallback()]

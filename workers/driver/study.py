@@ -24,7 +24,6 @@ from typing import Any
 import ray
 from mlflow.tracking import MlflowClient
 from ray import tune
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
@@ -42,7 +41,7 @@ from studies.numbers import is_finite_number
 from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
-from workers.driver.recorder import TrialRecorder, seed_results, tune_bookkeeping_keys
+from workers.driver.recorder import seed_results, study_callbacks, tune_bookkeeping_keys
 from workers.driver.search_space import to_tune_space
 from workers.driver.trainable_entry import DRIVER_ONLY_KEYS, study_trial
 from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY, flatten_trial_config
@@ -489,17 +488,11 @@ def _run_config(
         storage_path=str(ctx.results_dir),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        # Tune's CSV and JSON loggers hold each trial's history (Result.metrics_dataframe reads them); its
-        # TensorBoard logger, which nothing here reads, is left out (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS).
-        callbacks=[
-            TrialRecorder(
-                ctx.database_url,
-                metric_key=metric_key,
-                tracking_uri=ctx.mlflow_tracking_uri,
-                experiment_id=parent.experiment_id,
-            ),
-            CSVLoggerCallback(),
-            JsonLoggerCallback(),
-        ],
+        callbacks=study_callbacks(
+            ctx.database_url,
+            metric_key=metric_key,
+            tracking_uri=ctx.mlflow_tracking_uri,
+            experiment_id=parent.experiment_id,
+        ),
         verbose=1,
     )

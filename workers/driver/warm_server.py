@@ -112,10 +112,9 @@ class WarmDriverServer:
         """Accept, fork and reap until SIGTERM or SIGINT; then close the socket. Running drivers are left
         to their clients (and the stack's stop, which ends this server's descendants with it)."""
         assert self._listener is not None, "listen() first"
-        wakeup_read, wakeup_write = os.pipe()
-        os.set_blocking(wakeup_write, False)
-        self._wakeup_read, self._wakeup_write = wakeup_read, wakeup_write
-        signal.set_wakeup_fd(wakeup_write)
+        self._wakeup_read, self._wakeup_write = os.pipe()
+        os.set_blocking(self._wakeup_write, False)
+        signal.set_wakeup_fd(self._wakeup_write)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes select through the pipe
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -126,8 +125,8 @@ class WarmDriverServer:
             signal.set_wakeup_fd(-1)
             self._listener.close()
             self.socket_path.unlink(missing_ok=True)
-            os.close(wakeup_read)
-            os.close(wakeup_write)
+            os.close(self._wakeup_read)
+            os.close(self._wakeup_write)
 
     def _stop(self, signum: int, frame: object) -> None:
         self._stopping = True
