@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     # torch and the loaded datasets between studies. On a cluster without GPUs the service starts them
     # when it starts. False: every trial trains in its own Tune trial process, as GPU trials always do.
     trial_hosts: bool = True
+    # On a warm trial host, a trial that no scheduler can stop early (final and grid trials, tuning without
+    # ASHA) trains its next epoch while Tune takes its report, and waits for Tune's answer only before it
+    # writes that epoch's checkpoint or logs it. False: it waits for Tune after every epoch.
+    train_ahead: bool = True
     # Study drivers start warm (workers.driver.warm_server): where `normlab serve` starts the Ray head itself
     # (on Linux), it also starts a process that has imported the driver and forks one per study, so a study
     # does not pay the driver's imports (seconds). False: every study's job process imports and runs its

@@ -8,6 +8,8 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
     MLFLOW_TRACKING_URI   the MLflow server
     NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trial_host); 0: each in
                           its own Tune trial process
+    NORMLAB_TRAIN_AHEAD   1 (default): on a warm trial host, a trial that no scheduler can stop early trains
+                          its next epoch while Tune takes its report; 0: it waits for Tune after every epoch
     NORMLAB_WARM_DRIVER_SOCKET  a warm driver server's socket (workers.driver.warm_server): a study's job
                           hands its driver to it; unset: the job's process is the driver
 
@@ -33,6 +35,7 @@ class WorkerSettings:
     database_url: str | None
     tracking_uri: str | None
     trial_hosts: bool = True
+    train_ahead: bool = True
     warm_driver_socket: Path | None = None
 
     @classmethod
@@ -46,6 +49,7 @@ class WorkerSettings:
             database_url=env.get("DATABASE_URL") or None,
             tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
             trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=True),
+            train_ahead=_flag(env.get("NORMLAB_TRAIN_AHEAD"), default=True),
             warm_driver_socket=Path(env["NORMLAB_WARM_DRIVER_SOCKET"])
             if env.get("NORMLAB_WARM_DRIVER_SOCKET")
             else None,

@@ -53,13 +53,26 @@ def train_trial(config: dict[str, Any]) -> None:
 
 
 def run_trial(
-    config: dict[str, Any], *, device: str, num_threads: int, restored: Path | None, send: SendFn
+    config: dict[str, Any],
+    *,
+    device: str,
+    num_threads: int,
+    restored: Path | None,
+    send: SendFn,
+    settle: Callable[[], None] | None = None,
 ) -> None:
     """Train one trial (or one seed batch) in this process: `restored` is a checkpoint directory to resume
     from, `send(metrics, checkpoint_dir)` hands every report on (to Tune, or from a warm trial host to the
-    Tune trial it serves) and raises SystemExit when the trial is to stop."""
+    Tune trial it serves) and raises SystemExit when the trial is to stop.
+
+    A `send` that returns before Tune has taken the report (training goes on meanwhile) comes with
+    `settle()`, which waits until it has (raising SystemExit to stop). It is called before the next
+    checkpoint overwrites the reported one, and before the trial's MLflow runs close: an epoch is logged to
+    MLflow only once Tune has let the trial go on past the one before it."""
     if len(config.get("seed_trial_keys") or {}) > 1:
-        _run_seed_batch_trial(config, device=device, num_threads=num_threads, restored=restored, send=send)
+        _run_seed_batch_trial(
+            config, device=device, num_threads=num_threads, restored=restored, send=send, settle=settle
+        )
         return
     cfg = TrainConfig.from_trial_config(config, device=device, num_threads=num_threads)
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
@@ -83,7 +96,9 @@ def run_trial(
                 tracker.log_metrics(metrics, step=int(metrics["epoch"]))
             send(metrics, epoch_checkpoint)
 
-        run_training(cfg, checkpoint_dir=checkpoint_dir, resume=True, report=report)
+        run_training(cfg, checkpoint_dir=checkpoint_dir, resume=True, report=report, before_checkpoint=settle)
+        if settle is not None:
+            settle()
     except SystemExit as stop:
         # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report.
         _close(tracker, "FINISHED" if not stop.code else "FAILED")
@@ -98,7 +113,13 @@ def run_trial(
 
 
 def _run_seed_batch_trial(
-    config: dict[str, Any], *, device: str, num_threads: int, restored: Path | None, send: SendFn
+    config: dict[str, Any],
+    *,
+    device: str,
+    num_threads: int,
+    restored: Path | None,
+    send: SendFn,
+    settle: Callable[[], None] | None,
 ) -> None:
     """A trial that trains several seeds of one configuration together (resources.seeds_per_trial).
 
@@ -134,7 +155,11 @@ def _run_seed_batch_trial(
                     trackers[seed].log_metrics(metrics, step=int(metrics["epoch"]))
             send(seed_batch_result(seeds, per_seed), epoch_checkpoint)
 
-        run_seed_batch(cfg, seeds, checkpoint_dir=checkpoint_dir, resume=True, report=report)
+        run_seed_batch(
+            cfg, seeds, checkpoint_dir=checkpoint_dir, resume=True, report=report, before_checkpoint=settle
+        )
+        if settle is not None:
+            settle()
     except SystemExit as stop:
         _close_all(trackers, "FINISHED" if not stop.code else "FAILED")
         raise

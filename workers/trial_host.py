@@ -12,7 +12,10 @@ a CUDA context between studies would keep GPU memory from other work.
 
 Relay and host talk in four calls: `claim(token)` (False while the host has another trial), `start(...)`,
 `next_event(token)` and `resume(token, stop)`, which lets the trial continue after Tune took its report (a
-report's checkpoint directory stays untouched until then, as under `tune.report`). A relay that dies (its
+report's checkpoint directory stays untouched until then, as under `tune.report`). A trial that no scheduler
+can stop early (`train_ahead`) trains its next epoch while Tune takes its report, and waits for Tune's answer
+only before it writes that epoch's checkpoint: the driver's round trip then costs the trial nothing. Nothing
+of the epoch trained ahead is written or logged before Tune has let the trial go on. A relay that dies (its
 Tune trial was killed, or its study cancelled) is noticed at the trial's next report: the host stops that
 trial, its MLflow runs closed as FAILED (Tune's retry reopens them), and frees itself. A host with nothing
 to do for `idle_exit_s` ends itself, giving its memory back.
@@ -76,6 +79,8 @@ class _HostedTrial:
     resumes: queue.Queue[bool] = field(default_factory=queue.Queue)  # True: stop the trial
     thread: threading.Thread | None = None
     orphaned: bool = False
+    train_ahead: bool = False  # send() returns at once; settle() waits for Tune's answer
+    unanswered: bool = False  # a report Tune has not answered yet
 
     def relay_alive(self) -> bool:
         if self.relay_pid is None:
@@ -83,7 +88,8 @@ class _HostedTrial:
         return process_started_at(self.relay_pid) == self.relay_started_at
 
     def send(self, metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
-        """The training thread's report: hand it to the relay, then wait until Tune has taken it."""
+        """The training thread's report: hand it to the relay, then (unless the trial trains ahead) wait
+        until Tune has taken it."""
         self.events.put(
             HostEvent(
                 "report",
@@ -91,6 +97,16 @@ class _HostedTrial:
                 checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
             )
         )
+        self.unanswered = True
+        if not self.train_ahead:
+            self.settle()
+
+    def settle(self) -> None:
+        """Wait until Tune has answered the last report; SystemExit when it stopped the trial, or when the
+        Tune trial is gone."""
+        if not self.unanswered:
+            return
+        self.unanswered = False
         while True:
             try:
                 stop = self.resumes.get(timeout=RELAY_CHECK_S)
@@ -156,12 +172,14 @@ class TrialHost:
         num_threads: int,
         relay_pid: int,
         relay_started_at: float | None,
+        train_ahead: bool = False,
     ) -> None:
         with self._lock:
             trial = self._current
             if trial is None or trial.token != token or trial.thread is not None:
                 raise RuntimeError(f"trial host: {token} holds no claim here")
             trial.relay_pid, trial.relay_started_at = relay_pid, relay_started_at
+            trial.train_ahead = train_ahead
             trial.thread = threading.Thread(
                 target=self._train,
                 args=(trial, config, Path(restored_dir) if restored_dir else None, num_threads),
@@ -193,7 +211,14 @@ class TrialHost:
         from workers.trainable import run_trial
 
         try:
-            run_trial(config, device="cpu", num_threads=num_threads, restored=restored, send=trial.send)
+            run_trial(
+                config,
+                device="cpu",
+                num_threads=num_threads,
+                restored=restored,
+                send=trial.send,
+                settle=trial.settle,
+            )
         except SystemExit:
             trial.events.put(HostEvent("finished"))  # stopped by Tune (or orphaned: nobody is listening)
         except BaseException as error:

@@ -122,10 +122,11 @@ if __name__ == "__main__":
     main()
 
 
-def run_on_trial_host(config: dict[str, Any]) -> bool:
+def run_on_trial_host(config: dict[str, Any], *, train_ahead: bool = False) -> bool:
     """Train this Tune trial on a warm host of its node. False, with nothing done, when hosts are switched
     off (NORMLAB_TRIAL_HOSTS=0), the trial has a GPU, or no host can take it: the caller then trains it in
-    its own process."""
+    its own process. `train_ahead`: no scheduler can stop the trial early, so the host may train its next
+    epoch while Tune takes a report (workers.trial_host)."""
     import ray
 
     if not ray.is_initialized() or not WorkerSettings.from_env().trial_hosts:
@@ -138,7 +139,7 @@ def run_on_trial_host(config: dict[str, Any]) -> bool:
     host = claim_trial_host(token, ray.get_runtime_context().get_node_id(), cpus)
     if host is None:
         return False
-    relay(host, token, config, num_threads=max(1, int(cpus)))
+    relay(host, token, config, num_threads=max(1, int(cpus)), train_ahead=train_ahead)
     return True
 
 
@@ -175,7 +176,7 @@ def claim_trial_host(token: str, node_id: str, cpus_per_trial: float):
     return None
 
 
-def relay(host, token: str, config: dict[str, Any], *, num_threads: int) -> None:
+def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_ahead: bool = False) -> None:
     """Run the claimed trial on `host`, passing each report to Tune and Tune's answer back."""
     import ray
 
@@ -189,6 +190,7 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int) -> None
                     num_threads,
                     os.getpid(),
                     process_started_at(os.getpid()),
+                    train_ahead,
                 )
             )
         except BaseException:

@@ -4,6 +4,7 @@ Ray head with token auth, API), on free loopback ports, in a throwaway data dir.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -42,6 +43,11 @@ class RunningService:
 
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+    def tune_trial_configs(self, study_id: str) -> list[dict]:
+        """The config Tune ran each trial of the study with (its params.json in Tune's storage)."""
+        paths = sorted((self.data_dir / "ray_results" / study_id).glob("*/*/params.json"))
+        return [json.loads(path.read_text()) for path in paths]
 
     def log_tail(self, lines: int = 80) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

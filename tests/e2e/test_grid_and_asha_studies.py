@@ -87,3 +87,9 @@ def test_asha_stops_weak_tuning_trials_early_and_their_mlflow_runs_are_still_clo
     children = [r for r in runs if r.data.tags.get("normlab.role") != "parent"]
     assert len(children) == 5  # 4 tuning trials + 1 final seed
     assert all(r.info.status == "FINISHED" for r in children)
+    # ASHA may stop a tuning trial after any report: only the final trial trains ahead of Tune.
+    configs = running_service.tune_trial_configs(study["id"])
+    assert (
+        sorted((c["phase"], c["may_stop_early"]) for c in configs)
+        == [("final", False)] + [("tune", True)] * 4
+    )

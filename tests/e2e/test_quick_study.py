@@ -128,3 +128,11 @@ def test_the_studys_driver_was_forked_by_the_warm_driver_server(running_service,
     pid = started.search(log.read_text()).group(1)  # type: ignore[union-attr]
     # The server hears of the driver's end once the study's job has ended: a clean exit.
     assert wait_until(lambda: f"driver {pid} ended (0)" in log.read_text(), timeout=60), log.read_text()
+
+
+def test_no_trial_of_the_quick_study_can_stop_early_so_every_one_may_train_ahead(
+    running_service, finished_quick_study
+):
+    configs = running_service.tune_trial_configs(finished_quick_study["study"]["id"])
+    assert len(configs) == 15  # 3 methods x 2 tuning samples, and 3 methods x 3 seeds
+    assert all(config["may_stop_early"] is False for config in configs)

@@ -40,6 +40,12 @@ def test_a_local_sqlite_database_url_travels_to_the_driver(tmp_path):
     assert env["MLFLOW_TRACKING_URI"] == settings.mlflow_tracking_uri
 
 
+def test_the_trial_switches_travel_to_the_driver_and_its_trials(tmp_path):
+    assert driver_environment(Settings(data_dir=tmp_path))["NORMLAB_TRAIN_AHEAD"] == "1"
+    off = driver_environment(Settings(data_dir=tmp_path, trial_hosts=False, train_ahead=False))
+    assert (off["NORMLAB_TRIAL_HOSTS"], off["NORMLAB_TRAIN_AHEAD"]) == ("0", "0")
+
+
 def test_a_database_password_never_travels_in_the_jobs_runtime_env(tmp_path):
     settings = Settings(
         data_dir=tmp_path, database_url="postgresql+psycopg://normlab:s3cret@postgres/normlab"

@@ -54,3 +54,9 @@ def test_a_driver_uses_a_warm_driver_server_only_where_one_is_named():
     named = WorkerSettings.from_env({"NORMLAB_WARM_DRIVER_SOCKET": "/tmp/d/drivers.sock"})
     assert named.warm_driver_socket == Path("/tmp/d/drivers.sock")
     assert Settings.model_fields["warm_drivers"].default is True
+
+
+def test_training_ahead_is_on_unless_switched_off():
+    assert WorkerSettings.from_env({}).train_ahead is True
+    assert WorkerSettings.from_env({"NORMLAB_TRAIN_AHEAD": "0"}).train_ahead is False
+    assert Settings.model_fields["train_ahead"].default is True

@@ -37,8 +37,8 @@ from service.store import (
     upgrade_database,
 )
 from tests.process_groups import stop_process_group
+from workers.driver.finalize import finalize_mlflow_runs
 from workers.driver.recorder import TrialRecorder
-from workers.driver.study import _finalize_mlflow_runs
 from workers.tracking import (
     CLOSE_TIMEOUT_S,
     LOOKUP_TIMEOUT_S,
@@ -348,7 +348,7 @@ def test_the_driver_journals_runs_it_cannot_complete_during_the_outage_and_they_
 
     with mlflow.paused():
         started = time.monotonic()
-        _finalize_mlflow_runs(results, client, experiment_id, engine=engine)
+        finalize_mlflow_runs(results, client, experiment_id, engine=engine)
         assert time.monotonic() - started < LOOKUP_TIMEOUT_S + SLACK_S  # one bounded lookup, then the spool
         journals = [read_spooled_run(path) for path in journal_paths(spool)]
         assert sorted(j.identity.trial_key for j in journals) == keys
@@ -356,7 +356,7 @@ def test_the_driver_journals_runs_it_cannot_complete_during_the_outage_and_they_
 
     # Once MLflow answers, a driver's next pass (with a client that has no unanswered request) delivers
     # them and gives the trials' rows their runs' ids.
-    _finalize_mlflow_runs(results, MlflowClient(mlflow.uri), experiment_id, engine=engine)
+    finalize_mlflow_runs(results, MlflowClient(mlflow.uri), experiment_id, engine=engine)
     assert journal_paths(spool) == []
     with session_scope(engine, readonly=True) as session:
         run_ids = {t.trial_key: t.mlflow_run_id for t in list_trials(session, study_id=study_id)}

@@ -21,6 +21,72 @@ def test_outside_a_tune_session_a_trial_runs_on_one_cpu_thread():
     assert trial_num_threads() == 1
 
 
+class RecordingTracker:
+    """Stands in for the MLflow tracker in the tests of run_trial's ordering: it records what it is told."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def start(self, resolve_timeout_s: float) -> None:
+        self.events.append("run opened")
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        self.events.append(f"logged {step}")
+
+    def close(self, status: str) -> None:
+        self.events.append(f"run closed {status}")
+
+
+def _run_trial_with_early_send(monkeypatch, *, stop_after: int | None = None) -> list[str]:
+    """run_trial with a send that returns at once and a settle that answers the last report (Tune's answer),
+    stopping the trial after epoch `stop_after`."""
+    events: list[str] = []
+    monkeypatch.setattr(
+        trainable_module, "tracker_from_trial_config", lambda config: RecordingTracker(events)
+    )
+    sent: list[int] = []
+
+    def send(metrics, checkpoint_dir):
+        sent.append(metrics["epoch"])
+        events.append(f"sent {metrics['epoch']}")
+
+    def settle():
+        events.append("settled")
+        if sent[-1] == stop_after:
+            raise SystemExit(0)
+
+    config = {**TINY_TRIAL, "seed": 0, "study_id": "s", "phase": "final", "trial_key": "s/final/x/seed0"}
+    try:
+        trainable_module.run_trial(
+            config, device="cpu", num_threads=1, restored=None, send=send, settle=settle
+        )
+    except SystemExit:
+        events.append("stopped")
+    return events
+
+
+def test_a_trial_whose_send_returns_early_logs_an_epoch_only_once_the_report_before_it_is_settled(
+    monkeypatch,
+):
+    assert _run_trial_with_early_send(monkeypatch) == [
+        "run opened",
+        "logged 0", "sent 0", "settled",
+        "logged 1", "sent 1", "settled",
+        "logged 2", "sent 2", "settled",  # the last report is answered before the run closes
+        "run closed FINISHED",
+    ]  # fmt: skip
+
+
+def test_a_stop_answered_to_a_report_ends_the_trial_before_the_next_epoch_is_logged(monkeypatch):
+    assert _run_trial_with_early_send(monkeypatch, stop_after=1) == [
+        "run opened",
+        "logged 0", "sent 0", "settled",
+        "logged 1", "sent 1", "settled",  # epoch 2 has trained by now; it is neither logged nor sent
+        "run closed FINISHED",
+        "stopped",
+    ]  # fmt: skip
+
+
 def crash_once_after_epoch_2(config: dict) -> None:
     """train_trial, except that the first attempt dies right after epoch 2 was reported (as a killed process
     would, mid-epoch 3); every report is appended to a log so the test can see what each attempt did."""

@@ -1,16 +1,20 @@
 """A warm trial host trains the trials its relays hand it, one at a time, waiting for each report to be
-taken; it stops a trial when told to, or when the relay that handed it over is gone, and then takes the
-next one (the host is driven here in-process, as its relays drive it through Ray)."""
+taken (or, for a trial no scheduler can stop early, training its next epoch meanwhile); it stops a trial
+when told to, or when the relay that handed it over is gone, and then takes the next one (the host is
+driven here in-process, as its relays drive it through Ray)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.workers.trial_configs import TINY_TRIAL
+from workers.training import CHECKPOINT_FILE, load_checkpoint
+from workers.training.loop import TrainingRun
 from workers.trial_host import CLAIM_START_S, HostEvent, TrialHost, process_started_at
 
 CONFIG = {
@@ -28,10 +32,17 @@ def host() -> TrialHost:
     return TrialHost(idle_exit_s=0)
 
 
-def _start(host: TrialHost, token: str, config: dict = CONFIG, *, relay_pid: int | None = None) -> None:
+def _start(
+    host: TrialHost,
+    token: str,
+    config: dict = CONFIG,
+    *,
+    relay_pid: int | None = None,
+    train_ahead: bool = False,
+) -> None:
     pid = os.getpid() if relay_pid is None else relay_pid
     assert host.claim(token)
-    host.start(token, dict(config), None, 1, pid, process_started_at(pid))
+    host.start(token, dict(config), None, 1, pid, process_started_at(pid), train_ahead)
 
 
 def _next(host: TrialHost, token: str) -> HostEvent:
@@ -109,3 +120,70 @@ def test_a_failing_trial_hands_its_error_to_the_relay_with_the_hosts_traceback(h
 
 def test_the_host_counts_the_trials_it_trained(host):
     assert host.state() == {"pid": os.getpid(), "busy": False, "trials": 5}
+
+
+def _epochs_trained(monkeypatch) -> list[int]:
+    """The epochs the host's trials finish training, in order, as they finish."""
+    trained: list[int] = []
+    real = TrainingRun.train_one_epoch
+
+    def train_one_epoch(run: TrainingRun) -> dict:
+        metrics = real(run)
+        trained.append(metrics["epoch"])
+        return metrics
+
+    monkeypatch.setattr(TrainingRun, "train_one_epoch", train_one_epoch)
+    return trained
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.02)
+
+
+def test_a_trial_that_trains_ahead_trains_its_next_epoch_while_tune_takes_its_report(host, monkeypatch):
+    trained = _epochs_trained(monkeypatch)
+    _start(host, "ahead", train_ahead=True)
+    for epoch in range(CONFIG["epochs"] + 1):
+        event = _next(host, "ahead")
+        assert event.kind == "report" and event.metrics["epoch"] == epoch
+        if epoch < CONFIG["epochs"]:
+            _wait_for(
+                lambda e=epoch + 1: e in trained, f"epoch {epoch + 1} trained while report {epoch} waited"
+            )
+            # ...but it is neither reported nor checkpointed before Tune's answer.
+            assert host.next_event("ahead", 0.2).kind == "waiting"
+            if event.checkpoint_dir is not None:
+                assert load_checkpoint(Path(event.checkpoint_dir) / CHECKPOINT_FILE)["epoch"] == epoch
+        host.resume("ahead", False)
+    assert _next(host, "ahead").kind == "finished"
+    assert trained == [1, 2, 3]
+    _wait_until_free(host)
+
+
+def test_a_trial_that_does_not_train_ahead_trains_nothing_while_its_report_waits(host, monkeypatch):
+    trained = _epochs_trained(monkeypatch)
+    _start(host, "in-step")
+    assert _next(host, "in-step").metrics["epoch"] == 0
+    time.sleep(0.5)  # a tiny epoch takes a fraction of this
+    assert trained == []
+    host.resume("in-step", True)
+    assert _next(host, "in-step").kind == "finished"
+    _wait_until_free(host)
+
+
+def test_a_stop_while_training_ahead_ends_the_trial_without_reporting_the_epoch_trained_ahead(
+    host, monkeypatch
+):
+    trained = _epochs_trained(monkeypatch)
+    _start(host, "stopped-ahead", train_ahead=True)
+    assert _next(host, "stopped-ahead").metrics["epoch"] == 0
+    host.resume("stopped-ahead", False)
+    assert _next(host, "stopped-ahead").metrics["epoch"] == 1
+    _wait_for(lambda: 2 in trained, "epoch 2 trained while report 1 waited")
+    host.resume("stopped-ahead", True)  # Tune stopped the trial after epoch 1 (a cancelled study)
+    assert _next(host, "stopped-ahead").kind == "finished"
+    assert trained == [1, 2]
+    _wait_until_free(host)

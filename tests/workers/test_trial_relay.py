@@ -19,7 +19,8 @@ def relayed_trial(config: dict) -> None:
 
     config = dict(config)
     log = Path(config.pop("test_log"))
-    assert run_on_trial_host(config), "no warm trial host took the trial"
+    train_ahead = config.pop("test_train_ahead", False)
+    assert run_on_trial_host(config, train_ahead=train_ahead), "no warm trial host took the trial"
     with log.open("a") as handle:
         handle.write(f"{config['seed']} {os.getpid()}\n")
 
@@ -35,7 +36,15 @@ def _hosts() -> dict[str, dict]:
     return {name: ray.get(ray.get_actor(name, namespace=HOST_NAMESPACE).state.remote()) for name in names}
 
 
-def _experiment(tmp_path: Path, name: str, seeds: list[int], *, one_at_a_time: bool = False):
+def _experiment(
+    tmp_path: Path,
+    name: str,
+    seeds: list[int],
+    *,
+    one_at_a_time: bool = False,
+    train_ahead: bool = False,
+    callbacks: list | None = None,
+):
     from ray import tune
 
     return tune.Tuner(
@@ -45,9 +54,12 @@ def _experiment(tmp_path: Path, name: str, seeds: list[int], *, one_at_a_time: b
             "seed": tune.grid_search(seeds),
             "trial_key": tune.sample_from(lambda spec: f"study-relay/{name}/seed{spec.config.seed}"),
             "test_log": str(tmp_path / f"{name}.log"),
+            "test_train_ahead": train_ahead,
         },
         tune_config=tune.TuneConfig(reuse_actors=True, max_concurrent_trials=1 if one_at_a_time else None),
-        run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray_results"), verbose=0),
+        run_config=tune.RunConfig(
+            name=name, storage_path=str(tmp_path / "ray_results"), verbose=0, callbacks=callbacks
+        ),
     ).fit()
 
 
@@ -71,6 +83,28 @@ def test_cpu_trials_of_consecutive_experiments_train_on_the_same_warm_hosts(ray_
     # The Tune trials only relayed: none of their processes is a host's.
     relay_pids = {int(line.split()[1]) for line in (tmp_path / "second.log").read_text().splitlines()}
     assert relay_pids.isdisjoint(state["pid"] for state in after_second.values())
+
+
+@pytest.mark.slow
+def test_trials_that_train_ahead_report_every_epoch_once_in_order_with_its_own_checkpoint(
+    ray_cluster, tmp_path
+):
+    from ray.tune import Callback
+
+    from workers.training import CHECKPOINT_FILE, load_checkpoint
+
+    reported: dict[str, list[int]] = {}
+
+    class Reports(Callback):
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            reported.setdefault(trial.trial_id, []).append(result["epoch"])
+
+    results = _experiment(tmp_path, "ahead", [0, 1, 2], train_ahead=True, callbacks=[Reports()])
+    assert results.num_errors == 0
+    assert sorted(reported.values()) == [[0, 1, 2]] * 3
+    for result in results:
+        with result.checkpoint.as_directory() as directory:
+            assert load_checkpoint(Path(directory) / CHECKPOINT_FILE)["epoch"] == 2
 
 
 @pytest.mark.slow

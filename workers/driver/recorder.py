@@ -16,6 +16,7 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from sqlalchemy.engine import Engine
 
 from service.store import TrialStatus, make_engine, record_trial, record_trial_epoch, session_scope
+from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY
 from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
 from workers.tracking import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Keys of the trial config that say where and how a trial ran, not what it is: they stay out of the
 # stored config (study, phase and key have their own columns).
-_NOT_SCIENTIFIC = ORCHESTRATION_KEYS | RESUME_INSENSITIVE_FIELDS
+_NOT_SCIENTIFIC = ORCHESTRATION_KEYS | RESUME_INSENSITIVE_FIELDS | {MAY_STOP_EARLY_KEY}
 
 
 def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
@@ -208,8 +209,13 @@ def study_callbacks(
 ) -> list[Callback]:
     """The callbacks of a study's Tune runs: the recorder, and Tune's CSV and JSON loggers, which hold each
     trial's history (Result.metrics_dataframe reads them). Tune's TensorBoard logger, which nothing here
-    reads, is left out: about 7 % of a driver's CPU."""
+    reads, is left out: about 7 % of a driver's CPU.
+
+    Also quiets Tune's warning about frequent experiment snapshots: a study keeps one checkpoint per trial
+    (num_to_keep=1), so Tune snapshots the experiment after every checkpoint, on purpose (a restarted driver
+    resumes from the snapshot), and would say so in the study's log several times a second."""
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # else Tune adds the loggers it misses
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     recorder = TrialRecorder(
         database_url, metric_key=metric_key, tracking_uri=tracking_uri, experiment_id=experiment_id
     )

@@ -31,24 +31,22 @@ from service.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
     StudyStatus,
-    fill_trial_mlflow_run,
     get_study,
     session_scope,
     set_study_runtime,
     set_study_status,
 )
-from studies.numbers import is_finite_number
 from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
+from workers.driver.finalize import finalize_mlflow_runs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
-from workers.driver.recorder import seed_results, study_callbacks, tune_bookkeeping_keys
+from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
-from workers.driver.trainable_entry import DRIVER_ONLY_KEYS, study_trial
-from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY, flatten_trial_config
+from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY, study_trial
+from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY
 from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
 from workers.settings import WorkerSettings
-from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
-from workers.tracking_delivery import deliver_spool, spool_trial_history
+from workers.tracking import SPOOL_DIR_KEY
 from workers.tracking_spool import SPOOL_DIR_NAME
 from workers.training.config import ORCHESTRATION_KEYS
 from workers.trial_relay import warm_trial_hosts_for_study
@@ -320,6 +318,7 @@ def _run_compare(
     knobs goes straight to its final trials."""
     spaces = {m: spec.search_space_for(m) for m in spec.methods}
     tuned = [m for m in spec.methods if has_searchable_knobs(spaces[m])]
+    early_stopping = spec.scheduler.type == "asha" and bool(tuned)
     import optuna
 
     search = StudySearch(
@@ -332,9 +331,14 @@ def _run_compare(
             for m in spec.methods
             if m not in tuned
         },
-        tune_config={"phase": "tune", "seed": spec.tune_seed, "eval_split": "val"},
+        tune_config={
+            "phase": "tune",
+            "seed": spec.tune_seed,
+            "eval_split": "val",
+            MAY_STOP_EARLY_KEY: early_stopping,
+        },
         final_configs=[
-            {"phase": "final", **seed_fields(batch), "eval_split": "test"}
+            {"phase": "final", **seed_fields(batch), "eval_split": "test", MAY_STOP_EARLY_KEY: False}
             for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
         ],
         metric="objective",
@@ -342,7 +346,7 @@ def _run_compare(
         make_sampler=lambda: optuna.samplers.TPESampler(seed=spec.tune_seed),
     )
     scheduler = None
-    if spec.scheduler.type == "asha" and tuned:
+    if early_stopping:
         scheduler = MethodScheduler(
             {
                 m: ASHAScheduler(
@@ -374,7 +378,7 @@ def _run_compare(
             spec, ctx, name, metric_key={"tune": "objective", "final": f"test_{metric.name}"}, parent=parent
         ),
     )
-    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
+    finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
 
 
 def concurrent_trials(plan: TrialPlan) -> int | None:
@@ -395,6 +399,7 @@ def _run_variants(
 ) -> None:
     """Final or grid phase: every variant (method, knobs, seed[, group]) runs to the end on the test split."""
     param_space = {**base, "phase": phase, "eval_split": "test", VARIANT_KEY: tune.grid_search(variants)}
+    param_space[MAY_STOP_EARLY_KEY] = False  # no scheduler: every trial runs to its end
     name = f"{phase}"
     tuner = _tuner(
         ctx.results_dir / name,
@@ -403,81 +408,7 @@ def _run_variants(
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
     )
-    _finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
-
-
-def _finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, engine: Engine) -> None:
-    """Close every trial's MLflow run from Tune's own record of its epochs, and give its database row the
-    run's id where it has none (the trial ended while MLflow was down, so the recorder found no run).
-
-    Tune ends an early-stopped (ASHA) trial's actor without waiting for its logging thread, so the last
-    epoch and the FINISHED status could otherwise be lost. First the spool is delivered (what trackers could
-    not send: their exact metrics, params and statuses, and runs never created during an outage), then each
-    run gets the epochs it still lacks; both are idempotent. While MLflow does not answer, each run is
-    journaled in the spool instead, for the next delivery.
-    """
-    results = list(results)
-    spool_dirs = {
-        config[SPOOL_DIR_KEY] for config in (r.config or {} for r in results) if config.get(SPOOL_DIR_KEY)
-    }
-    reachable = True
-    for spool_dir in sorted(spool_dirs):
-        if not reachable:
-            break
-        # The trial processes that just ended may still hold their journals for a moment.
-        delivery = deliver_spool(client, spool_dir, lock_wait_s=10.0, lookup_timeout_s=LOOKUP_TIMEOUT_S)
-        reachable = not delivery.failed
-    for result in results:
-        trial_id = (result.metrics or {}).get("trial_id")
-        if not trial_id or result.config is None:
-            continue
-        config = flatten_trial_config(result.config)
-        rows = _reported_history(result.metrics_dataframe)
-        # A seed batch closes one run per seed, each from its own columns (per_seed/<seed>/<metric>).
-        per_row = [seed_results(config, trial_id, row) for row in rows]
-        status = "FAILED" if result.error else "FINISHED"
-        for index, (seed, key, _) in enumerate(seed_results(config, trial_id, {})):
-            history = [dict(parts[index][2]) for parts in per_row]
-            if reachable:
-                try:
-                    run_id = finalize_trial_run(client, experiment_id, key, history=history, status=status)
-                    if run_id is not None:
-                        with session_scope(engine) as session:
-                            fill_trial_mlflow_run(
-                                session, study_id=config["study_id"], trial_key=key, mlflow_run_id=run_id
-                            )
-                    continue
-                except Exception as exc:  # an outage must not fail a study whose results are in the DB
-                    log.warning("could not finalize the MLflow run of %s (seed %s): %s", key, seed, exc)
-                    reachable = False  # the rest go straight to the spool instead of waiting on MLflow
-            try:
-                spool_trial_history(_seed_run_config(config, seed, key), history, status=status)
-            except OSError as exc:
-                log.warning("could not spool the MLflow run of %s (seed %s): %s", key, seed, exc)
-
-
-def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[str, Any]:
-    """The config one seed's tracker was built from (workers.trainable), for its run's tags and params."""
-    dropped = {SEEDS_KEY, "seed_trial_keys", *DRIVER_ONLY_KEYS}
-    return {**{k: v for k, v in config.items() if k not in dropped}, "seed": seed, "trial_key": trial_key}
-
-
-def _reported_history(frame) -> list[dict[str, float]]:
-    """Per-epoch rows of what the trial itself reported: Tune's bookkeeping columns and NaN padding dropped."""
-    if frame is None:
-        return []
-    from ray.tune.result import CONFIG_PREFIX
-
-    bookkeeping = tune_bookkeeping_keys()
-    rows = []
-    for record in frame.to_dict("records"):
-        row = {
-            k: v
-            for k, v in record.items()
-            if k not in bookkeeping and not k.startswith(CONFIG_PREFIX + "/") and is_finite_number(v)
-        }
-        rows.append(row)
-    return rows
+    finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
 
 
 def _run_config(

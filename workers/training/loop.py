@@ -54,12 +54,14 @@ def run_training(
     checkpoint_dir: Path | str,
     resume: bool = True,
     report: ReportFn | None = None,
+    before_checkpoint: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` to completion and return the last epoch's metrics (with test metrics in the final phase).
 
-    Every epoch ends with: evaluation, the AutoNorm-S freeze decision, an atomic checkpoint in
-    `checkpoint_dir`, then `report(metrics, checkpoint_dir)`. Before epoch 1 comes one
-    `report(epoch-0 metrics, None)` with the untrained validation metric and the init_* ranks.
+    Every epoch ends with: evaluation, the AutoNorm-S freeze decision, `before_checkpoint()`, an atomic
+    checkpoint in `checkpoint_dir`, then `report(metrics, checkpoint_dir)`. Before epoch 1 comes one
+    `report(epoch-0 metrics, None)` with the untrained validation metric and the init_* ranks. A `report`
+    that returns before its checkpoint was taken passes `before_checkpoint`, which waits until it was.
     With `resume` and a checkpoint present, training continues after the checkpointed epoch and ends with
     exactly the metrics an uninterrupted run would have produced (on CPU, same thread count).
     """
@@ -74,6 +76,8 @@ def run_training(
             report(metrics, None)
     while run.epoch < cfg.epochs:
         metrics = run.train_one_epoch()
+        if before_checkpoint is not None:
+            before_checkpoint()
         save_checkpoint(checkpoint_path, run.state_dict())
         if report is not None:
             report(metrics, checkpoint_path.parent)

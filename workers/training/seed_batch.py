@@ -71,9 +71,11 @@ def run_seed_batch(
     checkpoint_dir: Path | str,
     resume: bool = True,
     report: SeedBatchReportFn | None = None,
+    before_checkpoint: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """`run_training` for k seeds trained together: epoch 0, then every epoch's metrics per seed, each epoch
-    checkpointed as one TrainingRun-compatible file per seed (`seed_checkpoint_path`) before `report`.
+    checkpointed as one TrainingRun-compatible file per seed (`seed_checkpoint_path`) before `report`
+    (and after `before_checkpoint()`, as in `run_training`).
     With `resume` and checkpoints of every seed present, training continues after their epoch. Returns
     each seed's last metrics."""
     run = SeedBatchedRun(cfg, seeds)
@@ -87,6 +89,8 @@ def run_seed_batch(
             report(reports, None)
     while run.epoch < cfg.epochs:
         reports = run.train_one_epoch()
+        if before_checkpoint is not None:
+            before_checkpoint()
         for path, state in zip(paths, run.state_dict(), strict=True):
             save_checkpoint(path, state)
         if report is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,3 +265,34 @@ def test_a_seed_missing_from_a_batch_result_fails_alone_naming_the_metric(databa
         stored = {t.seed: t for t in list_trials(session, study_id=study_id)}
     assert stored[0].status == "succeeded"
     assert stored[1].status == "failed" and "test_accuracy" in stored[1].error
+
+
+def test_a_study_logs_through_tunes_csv_and_json_loggers_and_its_log_is_spared_the_snapshot_warning(
+    database, monkeypatch
+):
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    from workers.driver.recorder import study_callbacks
+
+    for name in (
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS",
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    url, _, _ = database
+    callbacks = study_callbacks(
+        url, metric_key="test_accuracy", tracking_uri="http://127.0.0.1:9", experiment_id="0"
+    )
+    assert [type(c) for c in callbacks] == [TrialRecorder, CSVLoggerCallback, JsonLoggerCallback]
+    assert os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "1"  # no TensorBoard logger added behind them
+    assert os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] == "0"
+
+
+def test_the_train_ahead_mark_is_not_part_of_a_trials_stored_config(database):
+    url, engine, study_id = database
+    config = _final_config(study_id)
+    config["variant"]["may_stop_early"] = False
+    _recorder(url).on_trial_complete(0, [], FakeTrial(config, last_result={"epoch": 1, "test_accuracy": 0.5}))
+    with session_scope(engine) as session:
+        (trial,) = list_trials(session, study_id=study_id)
+    assert "may_stop_early" not in trial.config and trial.config["method"] == "dyt"

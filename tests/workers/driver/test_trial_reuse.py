@@ -11,6 +11,7 @@ import pytest
 
 import workers.trainable
 from studies.spec import StudySpec
+from tests.workers.driver.conftest import Stop
 from workers.driver import study as driver_study
 from workers.driver import trainable_entry
 from workers.driver.method_search import StudySearch
@@ -35,25 +36,6 @@ METRIC = driver_study.MetricInfo(name="accuracy", higher_is_better=True)
 CTX = driver_study.DriverContext(
     engine=None, database_url="sqlite://", mlflow_tracking_uri="http://mlflow.test", results_dir=Path("/r")
 )
-
-
-class Stop(Exception):
-    """Ends the phase where the Tuner would start: the captured arguments are what is tested."""
-
-
-@pytest.fixture
-def tuners(monkeypatch):
-    seen: list[dict] = []
-
-    def tuner(path, trainable, **kwargs):
-        seen.append({"path": path, **kwargs})
-        raise Stop
-
-    monkeypatch.setattr(driver_study, "_tuner", tuner)
-    monkeypatch.setattr(driver_study, "_run_config", lambda *args, **kwargs: None)
-    monkeypatch.setattr(driver_study.ray, "is_initialized", lambda: True)
-    monkeypatch.setattr(driver_study.ray, "cluster_resources", lambda: {"CPU": 2.0})
-    return seen
 
 
 def test_a_compare_study_is_one_experiment_that_reuses_processes_and_fills_every_slot(tuners):

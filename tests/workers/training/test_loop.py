@@ -172,6 +172,47 @@ def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint
         assert metrics["samples_per_s"] > 0
 
 
+def test_before_checkpoint_runs_once_an_epoch_has_trained_and_before_its_checkpoint_and_report(tmp_path):
+    events = []
+
+    def written():
+        state = load_checkpoint(tmp_path / CHECKPOINT_FILE)
+        return None if state is None else state["epoch"]
+
+    def before_checkpoint():
+        events.append(("before checkpoint", written()))
+
+    def report(metrics, _):
+        events.append(("report", metrics["epoch"], written()))
+
+    run_training(TWO_EPOCHS, checkpoint_dir=tmp_path, report=report, before_checkpoint=before_checkpoint)
+    assert events == [
+        ("report", 0, None),
+        ("before checkpoint", None),  # epoch 1 trained; epoch 0 has no checkpoint
+        ("report", 1, 1),
+        ("before checkpoint", 1),  # epoch 2 trained; the checkpoint still holds epoch 1
+        ("report", 2, 2),
+    ]
+
+
+def test_a_stop_raised_before_a_checkpoint_leaves_the_last_reported_one_in_place(tmp_path):
+    reports = []
+
+    def stop_after_epoch_one():
+        if reports[-1] == 1:
+            raise SystemExit(0)  # as Tune's answer to the epoch-1 report, seen once epoch 2 has trained
+
+    with pytest.raises(SystemExit):
+        run_training(
+            SMALL,
+            checkpoint_dir=tmp_path,
+            report=lambda m, _: reports.append(m["epoch"]),
+            before_checkpoint=stop_after_epoch_one,
+        )
+    assert reports == [0, 1]
+    assert load_checkpoint(tmp_path / CHECKPOINT_FILE)["epoch"] == 1
+
+
 def _selector_state(state):
     return {k: v for k, v in state["model"].items() if ".selector." in k}
 

@@ -30,6 +30,29 @@ def test_every_epoch_is_reported_per_seed_after_each_seeds_checkpoint_is_written
     assert [m["epoch"] for m in last] == [2, 2] and last[0]["train_loss"] != last[1]["train_loss"]
 
 
+def test_before_checkpoint_runs_after_each_epoch_and_before_any_seeds_checkpoint_is_rewritten(tmp_path):
+    events = []
+
+    def before_checkpoint():
+        states = [load_checkpoint(seed_checkpoint_path(tmp_path, seed)) for seed in SEEDS]
+        events.append(("before checkpoint", [s and s["epoch"] for s in states]))
+
+    run_seed_batch(
+        CFG,
+        SEEDS,
+        checkpoint_dir=tmp_path,
+        report=lambda per_seed, _: events.append(("report", per_seed[0]["epoch"])),
+        before_checkpoint=before_checkpoint,
+    )
+    assert events == [
+        ("report", 0),
+        ("before checkpoint", [None, None]),
+        ("report", 1),
+        ("before checkpoint", [1, 1]),
+        ("report", 2),
+    ]
+
+
 class Killed(Exception):
     """The trial process dying right after epoch 1 was checkpointed and reported."""
 
