@@ -6,13 +6,19 @@ outside training goes.
 Part 1 runs studies/examples/quick.yaml end to end exactly as a user does: `normlab serve` (MLflow server,
 Ray head, API) on free loopback ports in a throwaway data dir, the study POSTed over HTTP, polled until it
 ends, then POSTed again (a user's next study): the first study meets a service that has just come up, the
-later ones a service that has run studies before. Three services are measured one after the other: the
-default (warm drivers and warm trial hosts), cold drivers (`NORMLAB_WARM_DRIVERS=0`: each study's job
-imports its driver), and cold drivers without trial hosts (also `NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials'
-training compute (the `epoch_time_s` of epochs 1..E: training steps plus evaluation) spread over the Ray
-CPU slots; everything else is orchestration:
+later ones a service that has run studies before. Four services are measured one after the other: the
+default (warm drivers, warm trial hosts, trials training ahead of Tune), the default without training ahead
+(`NORMLAB_TRAIN_AHEAD=0`: a trial waits for Tune's answer after every epoch), cold drivers
+(`NORMLAB_WARM_DRIVERS=0`: each study's job imports its driver), and cold drivers without trial hosts (also
+`NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials' training compute (the `epoch_time_s` of epochs
+1..E: training steps plus evaluation) spread over the Ray CPU slots; everything else is orchestration:
 
     per-trial overhead = (slots x wall - training compute) / trials
+
+An epoch's compute is its wall time, so work that runs beside training on the same cores (the driver, the
+relays, MLflow) counts as training while it overlaps an epoch. Training ahead moves the driver's round trip
+under the next epoch: it lowers the ratio more than the wall. Compare the walls of the first two services
+for what it saves.
 
 The breakdown comes from the timestamps the driver writes as the study runs (trial start, every epoch
 report, trial end) and from Tune's per-trial records (which process ran each trial):
@@ -164,10 +170,9 @@ def study_figures(
 
 
 @contextmanager
-def local_stack(
-    work: Path, *, trial_hosts: bool = True, warm_drivers: bool = True
-) -> Iterator[tuple[str, str, Path]]:
-    """(API URL, token, data dir) of a `normlab serve` started for this run, stopped with Ctrl-C on exit."""
+def local_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[tuple[str, str, Path]]:
+    """(API URL, token, data dir) of a `normlab serve` started for this run (with `switches`, NORMLAB_*
+    variables, set), stopped with Ctrl-C on exit."""
     from service.processes import http_ok, private_serve_environment, wait_until
 
     data_dir = work / "data"
@@ -175,8 +180,7 @@ def local_stack(
     ray_temp = Path("/tmp") / f"nl-bench-{uuid.uuid4().hex[:6]}"  # short: Ray's socket paths are limited
     token = "bench-" + uuid.uuid4().hex
     env = private_serve_environment(data_dir, ray_temp, api_token=token, ray_cpus=SLOTS)
-    env["NORMLAB_TRIAL_HOSTS"] = "1" if trial_hosts else "0"
-    env["NORMLAB_WARM_DRIVERS"] = "1" if warm_drivers else "0"
+    env.update(switches or {})
     api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
     with open(work / "serve.log", "wb") as log:
         process = subprocess.Popen(
@@ -270,7 +274,7 @@ def trial_processes(tune_dir: Path) -> int | None:
 
 
 def measure_service(
-    spec_path: Path = QUICK_SPEC, *, studies: int = 3, trial_hosts: bool = True, warm_drivers: bool = True
+    spec_path: Path = QUICK_SPEC, *, studies: int = 3, switches: dict[str, str] | None = None
 ) -> tuple[list[StudyFigures], str]:
     """The study `studies` times back to back on one `normlab serve`, as a user submits one after another:
     the first right after the service came up, the others on a service that has run studies before.
@@ -281,7 +285,7 @@ def measure_service(
     figures = []
     with tempfile.TemporaryDirectory(prefix="bench-orch-") as tmp:
         work = Path(tmp)
-        with local_stack(work, trial_hosts=trial_hosts, warm_drivers=warm_drivers) as (api, token, data_dir):
+        with local_stack(work, switches) as (api, token, data_dir):
             for index in range(studies):
                 text = yaml.safe_dump({**spec, "name": f"{spec['name']}-{index + 1}"}, sort_keys=False)
                 study = _submit_and_wait(api, token, text)
@@ -442,20 +446,22 @@ def process_section(costs: dict[str, float]) -> str:
     )
 
 
-SERVICES = {  # label -> (warm drivers, trial hosts)
-    "default: warm drivers and trial hosts": (True, True),
-    "cold drivers (`NORMLAB_WARM_DRIVERS=0`)": (False, True),
-    "cold drivers, no trial hosts (also `NORMLAB_TRIAL_HOSTS=0`)": (False, False),
+SERVICES: dict[str, dict[str, str]] = {  # label -> the switches its `normlab serve` runs with
+    "default: warm drivers, trial hosts, training ahead": {},
+    "no training ahead (`NORMLAB_TRAIN_AHEAD=0`)": {"NORMLAB_TRAIN_AHEAD": "0"},
+    "cold drivers (`NORMLAB_WARM_DRIVERS=0`)": {"NORMLAB_WARM_DRIVERS": "0"},
+    "cold drivers, no trial hosts (also `NORMLAB_TRIAL_HOSTS=0`)": {
+        "NORMLAB_WARM_DRIVERS": "0",
+        "NORMLAB_TRIAL_HOSTS": "0",
+    },
 }
 
 
 def run(quick: bool = False) -> str:
     studies = 2 if quick else 3
     runs: dict[str, list[StudyFigures]] = {}
-    for label, (warm_drivers, trial_hosts) in SERVICES.items():
-        runs[label], spec_name = measure_service(
-            studies=studies, trial_hosts=trial_hosts, warm_drivers=warm_drivers
-        )
+    for label, switches in SERVICES.items():
+        runs[label], spec_name = measure_service(studies=studies, switches=switches)
     costs = {**process_costs(repeats=1 if quick else 3), **mlflow_start_costs(repeats=2 if quick else 5)}
     breakdowns = "".join(
         f"\n{label}. " + study_section(figures[-1], f"{spec_name}-{studies}")
