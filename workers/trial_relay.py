@@ -139,8 +139,7 @@ def run_on_trial_host(config: dict[str, Any], *, train_ahead: bool = False) -> b
     host = claim_trial_host(token, ray.get_runtime_context().get_node_id(), cpus)
     if host is None:
         return False
-    relay(host, token, config, num_threads=max(1, int(cpus)), train_ahead=train_ahead)
-    return True
+    return relay(host, token, config, num_threads=max(1, int(cpus)), train_ahead=train_ahead)
 
 
 # Per relay process (Tune hands it trial after trial): the node's hosts, found once, and the one it used last,
@@ -176,8 +175,10 @@ def claim_trial_host(token: str, node_id: str, cpus_per_trial: float):
     return None
 
 
-def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_ahead: bool = False) -> None:
-    """Run the claimed trial on `host`, passing each report to Tune and Tune's answer back."""
+def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_ahead: bool = False) -> bool:
+    """Run the claimed trial on `host`, passing each report to Tune and Tune's answer back. False, with
+    nothing trained, when the host cannot start it (it died since the claim, or it runs older code that
+    does not take this call: hosts outlive a service restarted on a head it did not start)."""
     import ray
 
     with restored_checkpoint() as restored:
@@ -193,6 +194,10 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_a
                     train_ahead,
                 )
             )
+        except Exception as exc:
+            log.warning("trial host could not start %s (%s); the trial trains in its own process", token, exc)
+            host.release.remote(token)
+            return False
         except BaseException:
             host.release.remote(token)
             raise
@@ -201,7 +206,7 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_a
             if event.kind == "waiting":
                 continue
             if event.kind == "finished":
-                return
+                return True
             if event.kind == "failed":
                 assert event.error is not None
                 raise event.error

@@ -148,6 +148,31 @@ def test_a_relay_that_knew_a_dead_host_passes_it_over_and_starts_a_new_one(ray_c
     assert third is not None and ray.get(third.state.remote())["pid"] != first_pid
 
 
+class HostOfAnOlderRelease:
+    """A host started before `start` took `train_ahead` (hosts outlive a service restarted on a head it did
+    not start): its claim works, its start does not."""
+
+    def claim(self, token: str) -> bool:
+        return True
+
+    def release(self, token: str) -> None:
+        pass
+
+    def start(self, token, config, restored_dir, num_threads, relay_pid, relay_started_at) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_host_that_cannot_start_the_trial_leaves_it_to_its_own_process(ray_cluster):
+    import ray
+
+    from workers.trial_relay import relay
+
+    host = ray.remote(HostOfAnOlderRelease).options(num_cpus=0).remote()
+    assert ray.get(host.claim.remote("old"))
+    assert relay(host, "old", {**CONFIG, "seed": 0}, num_threads=1, train_ahead=True) is False
+
+
 def switched_off_trial(config: dict) -> None:
     from workers.trial_relay import run_on_trial_host
 
