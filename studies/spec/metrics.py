@@ -11,7 +11,8 @@ Per dataset, from its primary metric `m` (DATASET_METRICS) and the keys the trai
     test_m_<corruption>[_s<severity>]     per corruption eval set (corruption datasets only)
     test_m_corruption_mean                their mean (corruption datasets only)
     train_loss                            lower is better
-    epoch_time_s / samples_per_s          a trial's cost: lower / higher is better
+    epoch_time_s, epoch_cpu_s / samples_per_s   a trial's cost (wall, CPU of its training thread):
+                                          lower / higher is better
 
 Gate statistics, ranks, the learning rate and the epoch are recorded too, but have no better direction:
 they are not in the table, and asking for one is an UnknownMetricError that lists the known ones.
@@ -27,7 +28,7 @@ __all__ = ["METRIC_DIRECTIONS", "UnknownMetricError", "higher_is_better", "known
 _SEVERITIES = range(1, 6)
 
 # Metrics every dataset's trials record, whatever the task (True: higher is better).
-_TRAINING_METRICS = {"train_loss": False, "epoch_time_s": False, "samples_per_s": True}
+_TRAINING_METRICS = {"train_loss": False, "epoch_time_s": False, "epoch_cpu_s": False, "samples_per_s": True}
 
 
 class UnknownMetricError(LookupError):

@@ -78,15 +78,29 @@ def test_trial_processes_counts_distinct_pids_in_tunes_result_files(tmp_path):
 
 
 def test_the_services_table_lists_every_study_of_each_service_in_order():
-    def figures(wall: float) -> StudyFigures:
-        return StudyFigures(wall_s=wall, slots=2, trials=4, training_s=40.0, processes=2)
+    def figures(wall: float, cpu: float | None = 32.0) -> StudyFigures:
+        return StudyFigures(wall_s=wall, slots=2, trials=4, training_s=40.0, processes=2, training_cpu_s=cpu)
 
     text = services_section(
-        {"warm trial hosts": [figures(30.0), figures(24.0)], "no trial hosts": [figures(36.0)]}, "quick"
+        {"warm trial hosts": [figures(30.0), figures(24.0)], "no trial hosts": [figures(36.0, None)]}, "quick"
     )
     rows = [line for line in text.splitlines() if line.startswith("| warm") or line.startswith("| no")]
     assert rows == [
-        "| warm trial hosts | first, right after `normlab serve` came up | 30 | 20 | 1.50x | 5.0 |",
-        "| warm trial hosts | second | 24 | 20 | 1.20x | 2.0 |",
-        "| no trial hosts | first, right after `normlab serve` came up | 36 | 20 | 1.80x | 8.0 |",
+        "| warm trial hosts | first, right after `normlab serve` came up | 30.0 | 20.0 | 1.50x | 1.88x | 5.0 |",
+        "| warm trial hosts | second | 24.0 | 20.0 | 1.20x | 1.50x | 2.0 |",
+        "| no trial hosts | first, right after `normlab serve` came up | 36.0 | 20.0 | 1.80x | n/a | 8.0 |",
     ]
+
+
+def test_the_cpu_ideal_counts_the_training_threads_cpu_time_and_is_unknown_when_a_trial_lacks_it():
+    def trial(key: str, cpu: list[float | None]) -> TrialTimeline:
+        # Epochs of 2 s wall each; the epoch-0 report (index 0) never counts as training.
+        epochs = tuple(EpochReport(e, 1.0 + 2 * e, 2.0, c) for e, c in enumerate(cpu))
+        return TrialTimeline(key=key, phase="final", started_at=0.0, ended_at=10.0, epochs=epochs)
+
+    measured = [trial("a", [9.0, 1.5, 1.5]), trial("b", [None, 1.0, 1.0])]
+    figures = study_figures(measured, submitted_at=0.0, finished_at=10.0, slots=2)
+    assert figures.ideal_s == pytest.approx(4.0) and figures.cpu_ideal_s == pytest.approx(2.5)
+    assert figures.cpu_ratio == pytest.approx(4.0) and "4.00x the ideal from" in study_section(figures, "q")
+    unknown = study_figures([*measured, trial("c", [0.5, None])], submitted_at=0.0, finished_at=10.0, slots=2)
+    assert unknown.cpu_ideal_s is None and unknown.cpu_ratio is None

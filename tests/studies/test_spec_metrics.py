@@ -28,6 +28,7 @@ def test_the_primary_metric_has_the_datasets_direction_on_every_split(dataset):
 def test_training_cost_and_loss_have_the_same_direction_on_every_dataset(dataset):
     assert higher_is_better(dataset, "train_loss") is False
     assert higher_is_better(dataset, "epoch_time_s") is False
+    assert higher_is_better(dataset, "epoch_cpu_s") is False
     assert higher_is_better(dataset, "samples_per_s") is True
 
 
@@ -71,7 +72,10 @@ def test_an_unknown_metric_names_the_known_ones_instead_of_guessing_from_its_nam
         higher_is_better("digits", "test_error_rate")  # "error" once meant lower-is-better by its name
     message = str(raised.value)
     assert "'test_error_rate'" in message and "'digits'" in message
-    assert "known metrics: accuracy, epoch_time_s, objective, samples_per_s, test_accuracy" in message
+    assert (
+        "known metrics: accuracy, epoch_cpu_s, epoch_time_s, objective, samples_per_s, test_accuracy"
+        in message
+    )
     assert raised.value.known == known_metrics("digits")
 
 

@@ -166,18 +166,19 @@ class SeedBatchedRun:
         """Epoch 0 per seed: init ranks of that seed's model and its untrained validation metric."""
         from models.rank import init_rank_report
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         example, _ = next(iterate_batches(self.bundle.train, RANK_EXAMPLE_SIZE))
         example = example.to(self.device)
         ranks = [init_rank_report(self.stacked.materialize(i), example) for i in range(self.num_seeds)]
         results = self.evaluate(self.bundle.val)
-        elapsed = time.perf_counter() - started
+        elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - cpu_started
         reports = []
         for i, ((metric, gates), seed_ranks) in enumerate(zip(results, ranks, strict=True)):
             metrics: dict[str, Any] = {"epoch": 0, **validation_metrics(self.bundle.metric, metric), **gates}
             metrics.update(self._freeze_metrics(i))
             metrics.update({k: float(v) for k, v in seed_ranks.items()})
             metrics["epoch_time_s"] = elapsed
+            metrics["epoch_cpu_s"] = elapsed_cpu
             self.histories[i].append(metrics)
             reports.append(metrics)
         return reports
@@ -186,7 +187,7 @@ class SeedBatchedRun:
         """One epoch of every seed; returns one metrics dict per seed, in `seeds` order."""
         self.epoch += 1
         cfg = self.cfg
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()  # as in TrainingRun.train_one_epoch
         train_losses, samples = self._train_steps()
         train_time = time.perf_counter() - started
         results = self.evaluate(self.bundle.val)
@@ -203,7 +204,7 @@ class SeedBatchedRun:
             if cfg.eval_split == "test" and self.epoch == cfg.epochs
             else [{} for _ in self.seeds]
         )
-        elapsed = time.perf_counter() - started
+        elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - cpu_started
         reports = []
         for i, (metric, gates) in enumerate(results):
             metrics: dict[str, Any] = {
@@ -217,6 +218,7 @@ class SeedBatchedRun:
                 **test_metrics[i],
             }
             metrics["epoch_time_s"] = elapsed
+            metrics["epoch_cpu_s"] = elapsed_cpu
             metrics["samples_per_s"] = samples / train_time if train_time > 0 else math.nan
             self.histories[i].append(metrics)
             reports.append(metrics)

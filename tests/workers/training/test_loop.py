@@ -13,7 +13,7 @@ from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_
 from workers.training.optim import parameter_groups
 
 # Wall-clock measurements differ between any two runs; everything else must match bit for bit.
-TIMING_KEYS = {"epoch_time_s", "samples_per_s"}
+TIMING_KEYS = {"epoch_time_s", "epoch_cpu_s", "samples_per_s"}
 
 # A few optimizer steps per epoch of the tiny ViT on real 8x8 digits, with every source of randomness on:
 # dropout, Gumbel gate noise, MixUp/CutMix, data order.
@@ -162,7 +162,7 @@ def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint
     assert seen_checkpoints == [1, 2]
     expected = {
         "epoch", "train_loss", "val_accuracy", "objective", "gate_dyt_weight_0", "gate_entropy_0",
-        "gate_entropy_mean", "gates_frozen", "freeze_epoch", "epoch_time_s", "samples_per_s", "lr",
+        "gate_entropy_mean", "gates_frozen", "freeze_epoch", "epoch_time_s", "epoch_cpu_s", "samples_per_s", "lr",
         "gate_frozen_0", "train_gate_entropy_0", "train_gate_entropy_mean",
     }  # fmt: skip
     for metrics, _ in reports[1:]:
@@ -170,6 +170,7 @@ def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint
         assert metrics["objective"] == metrics["val_accuracy"]
         assert 0.0 <= metrics["gate_entropy_mean"] <= math.log(2) + 1e-6
         assert metrics["samples_per_s"] > 0
+        assert 0 < metrics["epoch_cpu_s"] <= metrics["epoch_time_s"] + 0.05  # one thread: its CPU <= the wall
 
 
 def test_before_checkpoint_runs_once_an_epoch_has_trained_and_before_its_checkpoint_and_report(tmp_path):

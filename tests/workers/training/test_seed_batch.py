@@ -27,7 +27,7 @@ from workers.training.seed_batch import SeedBatchedRun
 from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer, clip_grad_norm_per_seed_
 from workers.training.stacked import StackedModels
 
-TIMING_KEYS = {"epoch_time_s", "samples_per_s"}
+TIMING_KEYS = {"epoch_time_s", "epoch_cpu_s", "samples_per_s"}
 SEEDS = (0, 1, 2)
 
 # The tiny ViT on real 8x8 digits, a few optimizer steps per epoch, clipping on (grad_clip 1.0 binds at
