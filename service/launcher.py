@@ -100,6 +100,7 @@ def driver_environment(settings: Settings) -> dict[str, str]:
         "NORMLAB_DATA_DIR": str(settings.data_dir),
         "NORMLAB_TRIAL_HOSTS": "1" if settings.trial_hosts else "0",
         "NORMLAB_TRAIN_AHEAD": "1" if settings.train_ahead else "0",
+        "NORMLAB_CHECKPOINT_EVERY_S": f"{settings.checkpoint_every_s:g}",
     }
     if make_url(str(settings.database_url)).password is None:
         env["DATABASE_URL"] = str(settings.database_url)

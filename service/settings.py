@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     # ASHA) trains its next epoch while Tune takes its report, and waits for Tune's answer only before it
     # writes that epoch's checkpoint or logs it. False: it waits for Tune after every epoch.
     train_ahead: bool = True
+    # A trial checkpoints its last epoch and, before it, an epoch only once this many seconds have passed
+    # since its previous checkpoint (a failed trial redoes at most that much training); 0: every epoch.
+    # Each checkpoint is a file write, its copy into Tune's storage and a snapshot of the experiment.
+    checkpoint_every_s: float = Field(10.0, ge=0)
     # Study drivers start warm (workers.driver.warm_server): where `normlab serve` starts the Ray head itself
     # (on Linux), it also starts a process that has imported the driver and forks one per study, so a study
     # does not pay the driver's imports (seconds). False: every study's job process imports and runs its

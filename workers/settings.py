@@ -10,6 +10,9 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
                           its own Tune trial process
     NORMLAB_TRAIN_AHEAD   1 (default): on a warm trial host, a trial that no scheduler can stop early trains
                           its next epoch while Tune takes its report; 0: it waits for Tune after every epoch
+    NORMLAB_CHECKPOINT_EVERY_S  10 (default): a trial checkpoints its last epoch and, before it, an epoch
+                          only once this many seconds have passed since its previous checkpoint; 0: every
+                          epoch (workers.training.checkpoint.CheckpointSchedule)
     NORMLAB_WARM_DRIVER_SOCKET  a warm driver server's socket (workers.driver.warm_server): a study's job
                           hands its driver to it; unset: the job's process is the driver
 
@@ -23,9 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_DATA_DIR", "WorkerSettings"]
+__all__ = ["DEFAULT_CHECKPOINT_EVERY_S", "DEFAULT_DATA_DIR", "WorkerSettings"]
 
 DEFAULT_DATA_DIR = "~/.normlab"
+DEFAULT_CHECKPOINT_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class WorkerSettings:
     tracking_uri: str | None
     trial_hosts: bool = True
     train_ahead: bool = True
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     warm_driver_socket: Path | None = None
 
     @classmethod
@@ -50,6 +55,9 @@ class WorkerSettings:
             tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
             trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=True),
             train_ahead=_flag(env.get("NORMLAB_TRAIN_AHEAD"), default=True),
+            checkpoint_every_s=_seconds(
+                env.get("NORMLAB_CHECKPOINT_EVERY_S"), default=DEFAULT_CHECKPOINT_EVERY_S
+            ),
             warm_driver_socket=Path(env["NORMLAB_WARM_DRIVER_SOCKET"])
             if env.get("NORMLAB_WARM_DRIVER_SOCKET")
             else None,
@@ -64,3 +72,15 @@ def _flag(value: str | None, *, default: bool) -> bool:
     if value.strip().lower() in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"expected 1/0, true/false, yes/no or on/off, got {value!r}")
+
+
+def _seconds(value: str | None, *, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds (0 or more), got {value!r}") from None
+    if not seconds >= 0:  # also refuses nan
+        raise ValueError(f"expected a number of seconds (0 or more), got {value!r}")
+    return seconds

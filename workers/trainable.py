@@ -24,6 +24,7 @@ from workers.driver.trial_keys import PER_SEED_KEY
 from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
 from workers.tracking_delivery import start_spool_delivery
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
+from workers.training.config import CHECKPOINT_EVERY_KEY
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
@@ -63,15 +64,24 @@ def run_trial(
 ) -> None:
     """Train one trial (or one seed batch) in this process: `restored` is a checkpoint directory to resume
     from, `send(metrics, checkpoint_dir)` hands every report on (to Tune, or from a warm trial host to the
-    Tune trial it serves) and raises SystemExit when the trial is to stop.
+    Tune trial it serves) and raises SystemExit when the trial is to stop. Epochs are checkpointed on the
+    schedule of the config's `checkpoint_every_s` (workers.training.checkpoint.CheckpointSchedule; absent
+    or 0: every epoch); the others are reported without a checkpoint directory.
 
     A `send` that returns before Tune has taken the report (training goes on meanwhile) comes with
     `settle()`, which waits until it has (raising SystemExit to stop). It is called before the next
     checkpoint overwrites the reported one, and before the trial's MLflow runs close: an epoch is logged to
     MLflow only once Tune has let the trial go on past the one before it."""
+    checkpoint_every_s = float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
     if len(config.get("seed_trial_keys") or {}) > 1:
         _run_seed_batch_trial(
-            config, device=device, num_threads=num_threads, restored=restored, send=send, settle=settle
+            config,
+            device=device,
+            num_threads=num_threads,
+            restored=restored,
+            send=send,
+            settle=settle,
+            checkpoint_every_s=checkpoint_every_s,
         )
         return
     cfg = TrainConfig.from_trial_config(config, device=device, num_threads=num_threads)
@@ -96,7 +106,14 @@ def run_trial(
                 tracker.log_metrics(metrics, step=int(metrics["epoch"]))
             send(metrics, epoch_checkpoint)
 
-        run_training(cfg, checkpoint_dir=checkpoint_dir, resume=True, report=report, before_checkpoint=settle)
+        run_training(
+            cfg,
+            checkpoint_dir=checkpoint_dir,
+            resume=True,
+            report=report,
+            settle=settle,
+            checkpoint_every_s=checkpoint_every_s,
+        )
         if settle is not None:
             settle()
     except SystemExit as stop:
@@ -120,6 +137,7 @@ def _run_seed_batch_trial(
     restored: Path | None,
     send: SendFn,
     settle: Callable[[], None] | None,
+    checkpoint_every_s: float,
 ) -> None:
     """A trial that trains several seeds of one configuration together (resources.seeds_per_trial).
 
@@ -156,7 +174,13 @@ def _run_seed_batch_trial(
             send(seed_batch_result(seeds, per_seed), epoch_checkpoint)
 
         run_seed_batch(
-            cfg, seeds, checkpoint_dir=checkpoint_dir, resume=True, report=report, before_checkpoint=settle
+            cfg,
+            seeds,
+            checkpoint_dir=checkpoint_dir,
+            resume=True,
+            report=report,
+            settle=settle,
+            checkpoint_every_s=checkpoint_every_s,
         )
         if settle is not None:
             settle()

@@ -64,6 +64,10 @@ class Budget(_Strict):
     # (inductor plus CUDA graphs, for small models that leave a GPU launch-bound). Falls back to eager,
     # with a warning, where no compiler is available.
     compile: Literal["none", "default", "reduce-overhead"] = "none"
+    # Seconds of training between a trial's checkpoints: its last epoch is always checkpointed, an earlier
+    # one once this much time has passed since the previous checkpoint, so a failed trial redoes at most
+    # this much; 0: every epoch. None: the service's NORMLAB_CHECKPOINT_EVERY_S (10 s by default).
+    checkpoint_every_s: float | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _warmup_inside(self) -> Budget:

@@ -10,7 +10,9 @@ INTERRUPTIBLE_SEEDS = [0, 1]
 
 def interruptible_study(name: str) -> dict[str, Any]:
     """Eight trials of ten short epochs on real digits: long enough to be interrupted mid-study, with a
-    searched lr so that each trial is a Tune trial of its own, on one CPU each."""
+    searched lr so that each trial is a Tune trial of its own, on one CPU each. Every epoch is checkpointed
+    (the default interval would checkpoint only the last of such short epochs): the tests interrupt the
+    study once its trials have checkpointed, and Tune snapshots the experiment after every checkpoint."""
     return {
         "name": name,
         "dataset": "digits",
@@ -20,7 +22,7 @@ def interruptible_study(name: str) -> dict[str, Any]:
         "num_samples": 2,
         "seeds": INTERRUPTIBLE_SEEDS,
         "tune_seeds": [3],
-        "budget": {"epochs": 10, "batch_size": 64},
+        "budget": {"epochs": 10, "batch_size": 64, "checkpoint_every_s": 0},
         "resources": {"cpu": 1, "gpu": 0},
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -136,3 +137,21 @@ def test_no_trial_of_the_quick_study_can_stop_early_so_every_one_may_train_ahead
     configs = running_service.tune_trial_configs(finished_quick_study["study"]["id"])
     assert len(configs) == 15  # 3 methods x 2 tuning samples, and 3 methods x 3 seeds
     assert all(config["may_stop_early"] is False for config in configs)
+
+
+def test_trials_of_sub_second_epochs_checkpoint_only_their_last_epoch_at_the_default_interval(
+    running_service, finished_quick_study
+):
+    study_id = finished_quick_study["study"]["id"]
+    configs = running_service.tune_trial_configs(study_id)
+    assert {config["checkpoint_every_s"] for config in configs} == {10.0}  # NORMLAB_CHECKPOINT_EVERY_S
+    # Tune's own per-epoch records name the checkpoint each report came with (None: reported without one).
+    results = sorted((running_service.data_dir / "ray_results" / study_id).glob("*/*/result.json"))
+    assert len(results) == 15
+    for path in results:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        checkpointed = [row["epoch"] for row in rows if row.get("checkpoint_dir_name")]
+        assert [row["epoch"] for row in rows] == list(range(11)), path  # every epoch reported once
+        # Ten epochs of ~0.3 s: the last one, and one more per 10 s where a loaded machine took that long.
+        assert checkpointed[-1] == 10, path
+        assert len(checkpointed) <= 1 + int(rows[-1]["time_total_s"] // 10), (path, checkpointed)

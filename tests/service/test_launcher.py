@@ -46,6 +46,12 @@ def test_the_trial_switches_travel_to_the_driver_and_its_trials(tmp_path):
     assert (off["NORMLAB_TRIAL_HOSTS"], off["NORMLAB_TRAIN_AHEAD"]) == ("0", "0")
 
 
+def test_the_checkpoint_interval_travels_to_the_driver_and_its_trials(tmp_path):
+    assert driver_environment(Settings(data_dir=tmp_path))["NORMLAB_CHECKPOINT_EVERY_S"] == "10"
+    every = driver_environment(Settings(data_dir=tmp_path, checkpoint_every_s=0.5))
+    assert every["NORMLAB_CHECKPOINT_EVERY_S"] == "0.5"
+
+
 def test_a_database_password_never_travels_in_the_jobs_runtime_env(tmp_path):
     settings = Settings(
         data_dir=tmp_path, database_url="postgresql+psycopg://normlab:s3cret@postgres/normlab"

@@ -269,6 +269,13 @@ def test_budget_scheduler_and_resources_are_bounded():
     assert ("resources", "seeds_per_trial") in errors(resources={"seeds_per_trial": 65})
 
 
+def test_the_checkpoint_interval_is_the_services_unless_the_budget_names_seconds_of_zero_or_more():
+    assert spec().budget.checkpoint_every_s is None
+    assert spec(budget={"epochs": 12, "checkpoint_every_s": 0}).budget.checkpoint_every_s == 0.0
+    assert ("budget", "checkpoint_every_s") in errors(budget={"epochs": 12, "checkpoint_every_s": -5})
+    assert ("budget", "checkpoint_every_s") in errors(budget={"epochs": 12, "checkpoint_every_s": "nan"})
+
+
 def test_seed_batches_cannot_be_compiled_and_say_which_to_change():
     message = errors(resources={"seeds_per_trial": 4}, budget={"compile": "reduce-overhead"})
     assert "set seeds_per_trial: 1 or budget.compile: none" in message[("resources", "seeds_per_trial")]

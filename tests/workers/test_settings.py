@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+import pytest
+
 from service.settings import Settings
-from workers.settings import DEFAULT_DATA_DIR, WorkerSettings
+from workers.settings import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_DATA_DIR, WorkerSettings
 
 
 def test_the_environment_sets_every_path_and_service_address():
@@ -60,3 +62,16 @@ def test_training_ahead_is_on_unless_switched_off():
     assert WorkerSettings.from_env({}).train_ahead is True
     assert WorkerSettings.from_env({"NORMLAB_TRAIN_AHEAD": "0"}).train_ahead is False
     assert Settings.model_fields["train_ahead"].default is True
+
+
+def test_a_trial_checkpoints_every_ten_seconds_of_training_unless_told_otherwise():
+    assert WorkerSettings.from_env({}).checkpoint_every_s == DEFAULT_CHECKPOINT_EVERY_S == 10.0
+    assert WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": "0"}).checkpoint_every_s == 0.0
+    assert WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": "2.5"}).checkpoint_every_s == 2.5
+    assert Settings.model_fields["checkpoint_every_s"].default == DEFAULT_CHECKPOINT_EVERY_S
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_a_checkpoint_interval_that_is_no_number_of_seconds_is_refused_naming_the_value(value):
+    with pytest.raises(ValueError, match=f"number of seconds.*{value!r}"):
+        WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": value})

@@ -87,6 +87,26 @@ def test_a_stop_answered_to_a_report_ends_the_trial_before_the_next_epoch_is_log
     ]  # fmt: skip
 
 
+def test_a_trial_checkpoints_on_the_schedule_its_config_names_and_every_epoch_without_one(monkeypatch):
+    monkeypatch.setattr(trainable_module, "tracker_from_trial_config", lambda config: None)
+
+    def checkpointed_epochs(**schedule) -> list[int]:
+        sent: list[tuple[int, bool]] = []
+        trainable_module.run_trial(
+            {**TINY_TRIAL, "epochs": 3, "seed": 0, **schedule},
+            device="cpu",
+            num_threads=1,
+            restored=None,
+            send=lambda metrics, directory: sent.append((metrics["epoch"], directory is not None)),
+        )
+        assert [epoch for epoch, _ in sent] == [0, 1, 2, 3]
+        return [epoch for epoch, written in sent if written]
+
+    assert checkpointed_epochs() == [1, 2, 3]
+    assert checkpointed_epochs(checkpoint_every_s=0) == [1, 2, 3]
+    assert checkpointed_epochs(checkpoint_every_s=3600) == [3]
+
+
 def crash_once_after_epoch_2(config: dict) -> None:
     """train_trial, except that the first attempt dies right after epoch 2 was reported (as a killed process
     would, mid-epoch 3); every report is appended to a log so the test can see what each attempt did."""

@@ -48,10 +48,10 @@ from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
 from workers.settings import WorkerSettings
 from workers.tracking import SPOOL_DIR_KEY
 from workers.tracking_spool import SPOOL_DIR_NAME
-from workers.training.config import ORCHESTRATION_KEYS
+from workers.training.config import CHECKPOINT_EVERY_KEY, ORCHESTRATION_KEYS
 from workers.trial_relay import warm_trial_hosts_for_study
 
-__all__ = ["DriverContext", "concurrent_trials", "run_study"]
+__all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "run_study"]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "batch_size": spec.budget.batch_size,
         "warmup_epochs": spec.budget.warmup_epochs,
         "compile": spec.budget.compile,
+        CHECKPOINT_EVERY_KEY: checkpoint_interval_s(spec, WorkerSettings.from_env()),
         "split_seed": spec.split_seed,
         **spec.data.trial_config(),  # corruption eval sets (corruptions, severities) where the spec sets them
         "num_threads": max(1, int(spec.resources.cpu)),
@@ -183,6 +184,14 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             client.set_terminated(parent.run_id, status=status)
         except Exception as exc:
             log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def checkpoint_interval_s(spec: StudySpec, settings: WorkerSettings) -> float:
+    """Seconds of training between a trial's checkpoints: the study budget's, else the service's
+    (NORMLAB_CHECKPOINT_EVERY_S)."""
+    if spec.budget.checkpoint_every_s is not None:
+        return spec.budget.checkpoint_every_s
+    return settings.checkpoint_every_s
 
 
 def _with_retries(action, *, what: str, attempts: int = 6, first_delay_s: float = 2.0):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
 
 __all__ = [
+    "CHECKPOINT_EVERY_KEY",
     "COMPILE_MODES",
     "MODEL_KNOBS",
     "ORCHESTRATION_KEYS",
@@ -18,6 +19,10 @@ __all__ = [
     "TrainConfig",
     "model_config",
 ]
+
+# The trial config key of budget.checkpoint_every_s (resolved by the driver): seconds of training between
+# a trial's checkpoints (workers.training.checkpoint.CheckpointSchedule).
+CHECKPOINT_EVERY_KEY = "checkpoint_every_s"
 
 # Trial config keys the orchestration layer adds; the loop does not read them (the trainable and the
 # MLflow tracker do).
@@ -30,6 +35,7 @@ ORCHESTRATION_KEYS = frozenset(
         "mlflow_experiment_id",
         "mlflow_parent_run_id",
         "mlflow_spool_dir",  # where the tracker journals what MLflow has not taken yet (workers.tracking)
+        CHECKPOINT_EVERY_KEY,  # the trial's checkpoint schedule (workers.trainable)
         # A seed-batched trial: the seeds it trains together and each one's own trial key.
         "seeds",
         "seed_trial_keys",

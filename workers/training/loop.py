@@ -1,4 +1,5 @@
-"""The training loop every trial runs: seeded, checkpointed every epoch, resumable bit for bit on CPU."""
+"""The training loop every trial runs: seeded, checkpointed (every epoch, or on a time interval), resumable
+bit for bit on CPU."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torch import nn
 
 from workers.training.augment import build_augmenter
 from workers.training.batches import iterate_batches
-from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, TrainGateEntropy, layer_entropies
@@ -54,14 +55,17 @@ def run_training(
     checkpoint_dir: Path | str,
     resume: bool = True,
     report: ReportFn | None = None,
-    before_checkpoint: Callable[[], None] | None = None,
+    settle: Callable[[], None] | None = None,
+    checkpoint_every_s: float = 0.0,
 ) -> dict[str, Any]:
     """Train `cfg` to completion and return the last epoch's metrics (with test metrics in the final phase).
 
-    Every epoch ends with: evaluation, the AutoNorm-S freeze decision, `before_checkpoint()`, an atomic
-    checkpoint in `checkpoint_dir`, then `report(metrics, checkpoint_dir)`. Before epoch 1 comes one
-    `report(epoch-0 metrics, None)` with the untrained validation metric and the init_* ranks. A `report`
-    that returns before its checkpoint was taken passes `before_checkpoint`, which waits until it was.
+    Every epoch ends with: evaluation, the AutoNorm-S freeze decision, `settle()`, an atomic checkpoint in
+    `checkpoint_dir` when one is due, then `report(metrics, checkpoint_dir or None)`. Before epoch 1 comes
+    one `report(epoch-0 metrics, None)` with the untrained validation metric and the init_* ranks. A
+    `report` that returns before it was taken passes `settle`, which waits until it was: nothing of the
+    next epoch is written or reported before. Checkpoints follow `CheckpointSchedule(checkpoint_every_s)`:
+    the last epoch always, every epoch with the default 0.
     With `resume` and a checkpoint present, training continues after the checkpointed epoch and ends with
     exactly the metrics an uninterrupted run would have produced (on CPU, same thread count).
     """
@@ -74,13 +78,16 @@ def run_training(
         metrics = run.initial_report()
         if report is not None:
             report(metrics, None)
+    schedule = CheckpointSchedule(checkpoint_every_s)
     while run.epoch < cfg.epochs:
         metrics = run.train_one_epoch()
-        if before_checkpoint is not None:
-            before_checkpoint()
-        save_checkpoint(checkpoint_path, run.state_dict())
+        if settle is not None:
+            settle()
+        written = schedule.due(run.epoch, cfg.epochs)
+        if written:
+            save_checkpoint(checkpoint_path, run.state_dict())
         if report is not None:
-            report(metrics, checkpoint_path.parent)
+            report(metrics, checkpoint_path.parent if written else None)
     return dict(run.history[-1])
 
 

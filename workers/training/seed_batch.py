@@ -35,7 +35,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from workers.training.augment import build_augmenter
 from workers.training.batches import iterate_batches
-from workers.training.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.config import TrainConfig, model_config
 from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
 from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, layer_entropies
@@ -71,11 +71,12 @@ def run_seed_batch(
     checkpoint_dir: Path | str,
     resume: bool = True,
     report: SeedBatchReportFn | None = None,
-    before_checkpoint: Callable[[], None] | None = None,
+    settle: Callable[[], None] | None = None,
+    checkpoint_every_s: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """`run_training` for k seeds trained together: epoch 0, then every epoch's metrics per seed, each epoch
-    checkpointed as one TrainingRun-compatible file per seed (`seed_checkpoint_path`) before `report`
-    (and after `before_checkpoint()`, as in `run_training`).
+    """`run_training` for k seeds trained together: epoch 0, then every epoch's metrics per seed. An epoch
+    that is checkpointed (as in `run_training`: after `settle()`, on `checkpoint_every_s`'s schedule) writes
+    one TrainingRun-compatible file per seed (`seed_checkpoint_path`) before `report`.
     With `resume` and checkpoints of every seed present, training continues after their epoch. Returns
     each seed's last metrics."""
     run = SeedBatchedRun(cfg, seeds)
@@ -87,14 +88,17 @@ def run_seed_batch(
         reports = run.initial_report()
         if report is not None:
             report(reports, None)
+    schedule = CheckpointSchedule(checkpoint_every_s)
     while run.epoch < cfg.epochs:
         reports = run.train_one_epoch()
-        if before_checkpoint is not None:
-            before_checkpoint()
-        for path, state in zip(paths, run.state_dict(), strict=True):
-            save_checkpoint(path, state)
+        if settle is not None:
+            settle()
+        written = schedule.due(run.epoch, cfg.epochs)
+        if written:
+            for path, state in zip(paths, run.state_dict(), strict=True):
+                save_checkpoint(path, state)
         if report is not None:
-            report(reports, Path(checkpoint_dir))
+            report(reports, Path(checkpoint_dir) if written else None)
     return [dict(history[-1]) for history in run.histories]
 
 

@@ -1,4 +1,5 @@
-"""Driver preflight: trials must fit on a node, and a short tracking outage must not fail a study."""
+"""Driver preflight: trials must fit on a node, a short tracking outage must not fail a study, and the trial
+config gets the study's checkpoint interval."""
 
 from __future__ import annotations
 
@@ -91,3 +92,12 @@ def test_auto_gpu_on_a_cpu_cluster_is_a_cpu_trial_of_one_seed_without_measuring(
     monkeypatch.setattr(driver_study.ray, "remote", lambda **resources: pytest.fail("nothing to measure"))
     plan = driver_study.plan_study_trials(spec, {})
     assert (plan.gpu, plan.seeds_per_trial) == (0.0, 1)
+
+
+def test_a_trials_checkpoint_interval_is_the_study_budgets_else_the_services():
+    from workers.settings import WorkerSettings
+
+    service = WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": "30"})
+    assert driver_study.checkpoint_interval_s(StudySpec.model_validate(SPEC), service) == 30.0
+    every_epoch = StudySpec.model_validate({**SPEC, "budget": {**SPEC["budget"], "checkpoint_every_s": 0}})
+    assert driver_study.checkpoint_interval_s(every_epoch, service) == 0.0

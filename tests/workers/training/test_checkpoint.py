@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from workers.training.checkpoint import load_checkpoint, save_checkpoint
+from workers.training.checkpoint import CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
 
 
@@ -49,3 +49,36 @@ def test_rng_state_survives_a_checkpoint_and_replays_every_generator(tmp_path):
     replay = (torch.randn(3), np.random.rand(), random.random(), torch.randperm(5, generator=other))
     assert torch.equal(expected[0], replay[0]) and torch.equal(expected[3], replay[3])
     assert expected[1:3] == replay[1:3]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_zero_interval_checkpoints_every_epoch():
+    schedule = CheckpointSchedule(0.0, clock=_Clock())
+    assert [schedule.due(epoch, 5) for epoch in range(1, 6)] == [True] * 5
+
+
+def test_an_interval_checkpoints_an_epoch_once_that_long_has_passed_since_the_last_and_always_the_last():
+    clock = _Clock()
+    schedule = CheckpointSchedule(10.0, clock=clock)
+    due = []
+    for epoch in range(1, 8):
+        clock.now += 4.0  # epochs of 4 s: 4, 8, 12 (due), 16, 20, 24 (due), 28 (the last)
+        due.append(schedule.due(epoch, 7))
+    assert due == [False, False, True, False, False, True, True]
+
+
+def test_epochs_longer_than_the_interval_are_each_checkpointed():
+    clock = _Clock()
+    schedule = CheckpointSchedule(10.0, clock=clock)
+    due = []
+    for epoch in range(1, 4):
+        clock.now += 30.0
+        due.append(schedule.due(epoch, 3))
+    assert due == [True, True, True]

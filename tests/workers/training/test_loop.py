@@ -173,7 +173,7 @@ def test_reports_epoch_zero_with_init_ranks_then_every_epoch_with_its_checkpoint
         assert 0 < metrics["epoch_cpu_s"] <= metrics["epoch_time_s"] + 0.05  # one thread: its CPU <= the wall
 
 
-def test_before_checkpoint_runs_once_an_epoch_has_trained_and_before_its_checkpoint_and_report(tmp_path):
+def test_settle_runs_once_an_epoch_has_trained_and_before_its_checkpoint_and_report(tmp_path):
     events = []
 
     def written():
@@ -186,7 +186,7 @@ def test_before_checkpoint_runs_once_an_epoch_has_trained_and_before_its_checkpo
     def report(metrics, _):
         events.append(("report", metrics["epoch"], written()))
 
-    run_training(TWO_EPOCHS, checkpoint_dir=tmp_path, report=report, before_checkpoint=before_checkpoint)
+    run_training(TWO_EPOCHS, checkpoint_dir=tmp_path, report=report, settle=before_checkpoint)
     assert events == [
         ("report", 0, None),
         ("before checkpoint", None),  # epoch 1 trained; epoch 0 has no checkpoint
@@ -196,7 +196,7 @@ def test_before_checkpoint_runs_once_an_epoch_has_trained_and_before_its_checkpo
     ]
 
 
-def test_a_stop_raised_before_a_checkpoint_leaves_the_last_reported_one_in_place(tmp_path):
+def test_a_stop_raised_by_settle_leaves_the_last_reported_checkpoint_in_place(tmp_path):
     reports = []
 
     def stop_after_epoch_one():
@@ -208,10 +208,72 @@ def test_a_stop_raised_before_a_checkpoint_leaves_the_last_reported_one_in_place
             SMALL,
             checkpoint_dir=tmp_path,
             report=lambda m, _: reports.append(m["epoch"]),
-            before_checkpoint=stop_after_epoch_one,
+            settle=stop_after_epoch_one,
         )
     assert reports == [0, 1]
     assert load_checkpoint(tmp_path / CHECKPOINT_FILE)["epoch"] == 1
+
+
+def test_on_an_interval_longer_than_the_run_only_the_last_epoch_is_checkpointed_but_every_one_reported(
+    tmp_path,
+):
+    events = []
+
+    def report(metrics, checkpoint_dir):
+        written = None if checkpoint_dir is None else load_checkpoint(checkpoint_dir / CHECKPOINT_FILE)
+        events.append(("report", metrics["epoch"], written and written["epoch"]))
+
+    run_training(
+        SMALL,
+        checkpoint_dir=tmp_path,
+        report=report,
+        settle=lambda: events.append(("settle",)),
+        checkpoint_every_s=3600.0,
+    )
+    assert events == [
+        ("report", 0, None),
+        ("settle",),
+        ("report", 1, None),
+        ("settle",),
+        ("report", 2, None),
+        ("settle",),
+        ("report", 3, None),
+        ("settle",),  # nothing of an epoch is reported before the previous report was taken
+        ("report", 4, 4),
+    ]
+
+
+class _EpochTwoAndLast:
+    """A checkpoint schedule that picks epoch 2 (and the last), whatever the clock says."""
+
+    def __init__(self, every_s):
+        pass
+
+    def due(self, epoch, last_epoch):
+        return epoch in (2, last_epoch)
+
+
+def test_a_run_that_dies_between_checkpoints_redoes_the_epochs_since_the_last_one_to_the_same_end(
+    tmp_path, monkeypatch
+):
+    import workers.training.loop as loop
+
+    straight_final, straight = _run(SMALL, tmp_path / "straight")
+    monkeypatch.setattr(loop, "CheckpointSchedule", _EpochTwoAndLast)
+
+    def crash_after_epoch_3(metrics, checkpoint_dir):
+        if metrics["epoch"] == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_training(
+            SMALL, checkpoint_dir=tmp_path / "resumed", report=crash_after_epoch_3, checkpoint_every_s=9
+        )
+    assert load_checkpoint(tmp_path / "resumed" / CHECKPOINT_FILE)["epoch"] == 2  # epoch 3 was not written
+    final, resumed = _run(SMALL, tmp_path / "resumed", checkpoint_every_s=9)
+    assert [m["epoch"] for m, _ in resumed] == [3, 4]  # epoch 3 again, from the epoch-2 checkpoint
+    assert _without_timing([m for m, _ in resumed]) == _without_timing([m for m, _ in straight[-2:]])
+    assert _without_timing([final]) == _without_timing([straight_final])
 
 
 def _selector_state(state):

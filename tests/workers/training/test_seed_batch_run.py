@@ -30,7 +30,7 @@ def test_every_epoch_is_reported_per_seed_after_each_seeds_checkpoint_is_written
     assert [m["epoch"] for m in last] == [2, 2] and last[0]["train_loss"] != last[1]["train_loss"]
 
 
-def test_before_checkpoint_runs_after_each_epoch_and_before_any_seeds_checkpoint_is_rewritten(tmp_path):
+def test_settle_runs_after_each_epoch_and_before_any_seeds_checkpoint_is_rewritten(tmp_path):
     events = []
 
     def before_checkpoint():
@@ -42,7 +42,7 @@ def test_before_checkpoint_runs_after_each_epoch_and_before_any_seeds_checkpoint
         SEEDS,
         checkpoint_dir=tmp_path,
         report=lambda per_seed, _: events.append(("report", per_seed[0]["epoch"])),
-        before_checkpoint=before_checkpoint,
+        settle=before_checkpoint,
     )
     assert events == [
         ("report", 0),
@@ -51,6 +51,19 @@ def test_before_checkpoint_runs_after_each_epoch_and_before_any_seeds_checkpoint
         ("before checkpoint", [1, 1]),
         ("report", 2),
     ]
+
+
+def test_on_an_interval_longer_than_the_run_only_the_last_epoch_of_every_seed_is_checkpointed(tmp_path):
+    reports = []
+
+    def report(per_seed, checkpoint_dir):
+        written = [load_checkpoint(seed_checkpoint_path(tmp_path, seed)) for seed in SEEDS]
+        reports.append(
+            (per_seed[0]["epoch"], checkpoint_dir is not None, [s and s["epoch"] for s in written])
+        )
+
+    run_seed_batch(CFG, SEEDS, checkpoint_dir=tmp_path, report=report, checkpoint_every_s=3600.0)
+    assert reports == [(0, False, [None, None]), (1, False, [None, None]), (2, True, [2, 2])]
 
 
 class Killed(Exception):
