@@ -6,8 +6,10 @@ outside training goes.
 Part 1 runs studies/examples/quick.yaml end to end exactly as a user does: `normlab serve` (MLflow server,
 Ray head, API) on free loopback ports in a throwaway data dir, the study POSTed over HTTP, polled until it
 ends, then POSTed again (a user's next study): the first study meets a service that has just come up, the
-later ones a service that has run studies before. Four services are measured one after the other: the
-default (warm drivers, warm trial hosts, trials training ahead of Tune), the default without training ahead
+later ones a service that has run studies before. Five services are measured one after the other: the
+default (warm drivers, warm trial hosts, trials training ahead of Tune, a checkpoint per 10 s of training:
+with the quick study's sub-second epochs, each trial's last epoch only), the default checkpointing every
+epoch (`NORMLAB_CHECKPOINT_EVERY_S=0`), the default without training ahead
 (`NORMLAB_TRAIN_AHEAD=0`: a trial waits for Tune's answer after every epoch), cold drivers
 (`NORMLAB_WARM_DRIVERS=0`: each study's job imports its driver), and cold drivers without trial hosts (also
 `NORMLAB_TRIAL_HOSTS=0`). A study's ideal is its trials' training compute (the `epoch_time_s` of epochs
@@ -485,7 +487,8 @@ def process_section(costs: dict[str, float]) -> str:
 
 
 SERVICES: dict[str, dict[str, str]] = {  # label -> the switches its `normlab serve` runs with
-    "default: warm drivers, trial hosts, training ahead": {},
+    "default: warm drivers, trial hosts, training ahead, checkpoints every 10 s": {},
+    "checkpoints every epoch (`NORMLAB_CHECKPOINT_EVERY_S=0`)": {"NORMLAB_CHECKPOINT_EVERY_S": "0"},
     "no training ahead (`NORMLAB_TRAIN_AHEAD=0`)": {"NORMLAB_TRAIN_AHEAD": "0"},
     "cold drivers (`NORMLAB_WARM_DRIVERS=0`)": {"NORMLAB_WARM_DRIVERS": "0"},
     "cold drivers, no trial hosts (also `NORMLAB_TRIAL_HOSTS=0`)": {
