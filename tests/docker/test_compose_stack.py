@@ -29,8 +29,13 @@ METHODS = ("autonorm_s", "frozen_ln", "dyt")
 FAILOVER_EPOCHS = 16
 # Four trials of FAILOVER_EPOCHS epochs, two at a time (one per worker): long enough to lose a worker in
 # the middle of one; max_failures lets Tune restart a trial whose node died.
+# Every epoch checkpointed: the test checks that the killed trial resumes right after its last report.
 FAILOVER_SPEC = two_method_grid(
-    "docker-failover", epochs=FAILOVER_EPOCHS, resources={"cpu": 1, "gpu": 0}, max_failures=3
+    "docker-failover",
+    epochs=FAILOVER_EPOCHS,
+    checkpoint_every_s=0,
+    resources={"cpu": 1, "gpu": 0},
+    max_failures=3,
 )
 
 

@@ -31,9 +31,20 @@ GRID_METHODS = ["frozen_ln", "dyt"]
 GRID_SEEDS = [0, 1]
 
 
-def two_method_grid(name: str, *, epochs: int, batch_size: int = 64, **extra: Any) -> dict[str, Any]:
+def two_method_grid(
+    name: str,
+    *,
+    epochs: int,
+    batch_size: int = 64,
+    checkpoint_every_s: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """Four trials (two methods x two seeds) at a fixed lr on real digits, no tuning phase: the smallest
-    study whose trials spread over two slots or nodes. `extra` adds top-level fields (resources, ...)."""
+    study whose trials spread over two slots or nodes. `checkpoint_every_s` goes into the budget where set
+    (else the service's interval); `extra` adds top-level fields (resources, ...)."""
+    budget: dict[str, Any] = {"epochs": epochs, "batch_size": batch_size}
+    if checkpoint_every_s is not None:
+        budget["checkpoint_every_s"] = checkpoint_every_s
     return {
         "name": name,
         "dataset": "digits",
@@ -42,6 +53,6 @@ def two_method_grid(name: str, *, epochs: int, batch_size: int = 64, **extra: An
         "methods": list(GRID_METHODS),
         "search": {"lr": 0.005},
         "seeds": list(GRID_SEEDS),
-        "budget": {"epochs": epochs, "batch_size": batch_size},
+        "budget": budget,
         **extra,
     }
