@@ -14,11 +14,11 @@ Relay and host talk in four calls: `claim(token)` (False while the host has anot
 `next_event(token)` and `resume(token, stop)`, which lets the trial continue after Tune took its report (a
 report's checkpoint directory stays untouched until then, as under `tune.report`). A trial that no scheduler
 can stop early (`train_ahead`) trains its next epoch while Tune takes its report, and waits for Tune's answer
-only before it writes that epoch's checkpoint: the driver's round trip then costs the trial nothing. Nothing
-of the epoch trained ahead is written or logged before Tune has let the trial go on. A relay that dies (its
-Tune trial was killed, or its study cancelled) is noticed at the trial's next report: the host stops that
-trial, its MLflow runs closed as FAILED (Tune's retry reopens them), and frees itself. A host with nothing
-to do for `idle_exit_s` ends itself, giving its memory back.
+only before it writes or reports anything of that epoch: the driver's round trip then costs the trial
+nothing. Nothing of the epoch trained ahead is written or logged before Tune has let the trial go on. A relay
+that dies (its Tune trial was killed, or its study cancelled) is noticed at the trial's next report: the host
+stops that trial, its MLflow runs closed as FAILED (Tune's retry reopens them), and frees itself. A host with
+nothing to do for `idle_exit_s` ends itself, giving its memory back.
 """
 
 from __future__ import annotations
@@ -173,7 +173,11 @@ class TrialHost:
         relay_pid: int,
         relay_started_at: float | None,
         train_ahead: bool = False,
+        checkpoint_every_s: float = 0.0,
     ) -> None:
+        from workers.training.config import CHECKPOINT_EVERY_KEY
+
+        config = {**config, CHECKPOINT_EVERY_KEY: checkpoint_every_s}  # run_trial reads it from there
         with self._lock:
             trial = self._current
             if trial is None or trial.token != token or trial.thread is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from workers.driver.trial_plan import trials_run_on_cpu
 from workers.settings import WorkerSettings
+from workers.training.config import CHECKPOINT_EVERY_KEY
 from workers.trial_host import HostEvent, TrialHost, process_started_at
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
@@ -181,17 +182,23 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_a
     does not take this call: hosts outlive a service restarted on a head it did not start)."""
     import ray
 
+    # The checkpoint interval travels as an argument of its own, not in the config: a host running code from
+    # before the interval existed then refuses the call (and the trial trains in this process) instead of
+    # failing on a config key it does not know.
+    trial_config = {k: v for k, v in config.items() if k != CHECKPOINT_EVERY_KEY}
+    checkpoint_every_s = float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
     with restored_checkpoint() as restored:
         try:
             ray.get(
                 host.start.remote(
                     token,
-                    config,
+                    trial_config,
                     str(restored) if restored is not None else None,
                     num_threads,
                     os.getpid(),
                     process_started_at(os.getpid()),
                     train_ahead,
+                    checkpoint_every_s,
                 )
             )
         except Exception as exc:

@@ -39,10 +39,11 @@ def _start(
     *,
     relay_pid: int | None = None,
     train_ahead: bool = False,
+    checkpoint_every_s: float = 0.0,
 ) -> None:
     pid = os.getpid() if relay_pid is None else relay_pid
     assert host.claim(token)
-    host.start(token, dict(config), None, 1, pid, process_started_at(pid), train_ahead)
+    host.start(token, dict(config), None, 1, pid, process_started_at(pid), train_ahead, checkpoint_every_s)
 
 
 def _next(host: TrialHost, token: str) -> HostEvent:
@@ -70,6 +71,17 @@ def test_a_trial_reports_every_epoch_and_waits_for_each_to_be_taken(host):
         host.resume("whole", False)
     assert event.kind == "finished"
     assert epochs == [0, 1, 2, 3]
+
+
+def test_a_trial_checkpoints_on_the_interval_the_relay_names():
+    host = TrialHost(idle_exit_s=0)  # its own: the module's host counts the trials of the other tests
+    _start(host, "sparse", checkpoint_every_s=3600.0)
+    checkpointed = []
+    while (event := _next(host, "sparse")).kind == "report":
+        checkpointed.append(event.checkpoint_dir is not None)
+        host.resume("sparse", False)
+    assert event.kind == "finished"
+    assert checkpointed == [False, False, False, True]  # epochs 0..3: only the last one
 
 
 def test_a_busy_host_refuses_a_second_claim_and_takes_the_next_trial_once_free(host):

@@ -162,15 +162,27 @@ class HostOfAnOlderRelease:
         pass
 
 
+class HostBeforeCheckpointIntervals(HostOfAnOlderRelease):
+    """A host started before `start` took the checkpoint interval: its TrainConfig would refuse the
+    interval as an unknown config key, so it must never receive one."""
+
+    def start(
+        self, token, config, restored_dir, num_threads, relay_pid, relay_started_at, train_ahead
+    ) -> None:
+        pass
+
+
 @pytest.mark.slow
-def test_a_host_that_cannot_start_the_trial_leaves_it_to_its_own_process(ray_cluster):
+@pytest.mark.parametrize("older_host", [HostOfAnOlderRelease, HostBeforeCheckpointIntervals])
+def test_a_host_that_cannot_start_the_trial_leaves_it_to_its_own_process(ray_cluster, older_host):
     import ray
 
     from workers.trial_relay import relay
 
-    host = ray.remote(HostOfAnOlderRelease).options(num_cpus=0).remote()
+    host = ray.remote(older_host).options(num_cpus=0).remote()
     assert ray.get(host.claim.remote("old"))
-    assert relay(host, "old", {**CONFIG, "seed": 0}, num_threads=1, train_ahead=True) is False
+    config = {**CONFIG, "seed": 0, "checkpoint_every_s": 10.0}
+    assert relay(host, "old", config, num_threads=1, train_ahead=True) is False
 
 
 def switched_off_trial(config: dict) -> None:
