@@ -273,7 +273,16 @@ class TrialTracker:
     def _deliver(self) -> bool:
         """Resolve the run if needed, then send pending metrics; on failure keep them for the next try."""
         try:
+            resolved_before = self._run_id is not None
             run_id = self._run_id if self._run_id is not None else self._resolve_run()
+            if (
+                resolved_before
+                and not self._created
+                and any(m.step not in self._held_steps for m in self._incoming)
+            ):
+                # A continued run: the attempt before this one may still be delivering epochs it logged (its
+                # journal, or its tracker finishing in the background), so ask again which ones it holds.
+                self._held_steps |= self._steps_held(run_id)
             if self._backfill is not None:
                 self._queue_backfill()
             self._pending.extend(m for m in self._incoming if m.step not in self._held_steps)
@@ -325,11 +334,13 @@ class TrialTracker:
                 self._client.update_run(run.info.run_id, status="RUNNING")
             # A restarted trial recomputes epochs after its last Tune checkpoint; epochs the run already
             # holds are not logged twice (on CPU the recomputed values are identical anyway).
-            history = self._client.get_metric_history(run.info.run_id, PROBE_METRIC)
-            self._held_steps = {m.step for m in history}
+            self._held_steps = self._steps_held(run.info.run_id)
         log_missing_params(self._client, run, self.params)
         self._run_id = run.info.run_id
         return self._run_id
+
+    def _steps_held(self, run_id: str) -> set[int]:
+        return {m.step for m in self._client.get_metric_history(run_id, PROBE_METRIC)}
 
     def _queue_backfill(self) -> None:
         assert self._backfill is not None

@@ -2,9 +2,10 @@
 
     tuner = tune.Tuner(tune.with_resources(train_trial, {"cpu": 2, "gpu": 0.5}), param_space=...)
 
-Each epoch the loop writes an atomic checkpoint into a private directory that Tune copies to its storage
-on `tune.report(..., checkpoint=...)`; after a restart `tune.get_checkpoint()` brings it back and the loop
-resumes after the last reported epoch. MLflow gets one child run per trial (get-or-create by trial_key), so
+Every epoch is reported; on the trial's checkpoint schedule (its last epoch, and one per `checkpoint_every_s`
+of training before it) the loop also writes an atomic checkpoint into a private directory that Tune copies
+to its storage on `tune.report(..., checkpoint=...)`. After a restart `tune.get_checkpoint()` brings the last
+one back and the loop resumes after the epoch it holds, recomputing any reported since. MLflow gets one child run per trial (get-or-create by trial_key), so
 a restarted trial continues the same run. Tracking never holds a trial's end up for long: closing the run
 waits for MLflow at most workers.tracking.CLOSE_TIMEOUT_S, the rest is journaled in the node's spool
 (`mlflow_spool_dir`), and each trial process first delivers, in the background, what earlier ones left there.

@@ -3,6 +3,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from workers.tracking import (
@@ -161,6 +162,22 @@ def test_a_restarted_tracker_continues_the_run_and_logs_each_epoch_once():
     assert second.run_id == first.run_id and len(client.runs) == 1
     assert sorted(m.step for m in client.metrics if m.key == "objective") == [0, 1, 2, 3, 4]
     assert client.runs[first.run_id].info.status == "FINISHED"
+
+
+def test_a_continued_run_skips_epochs_that_the_attempt_before_delivers_after_the_run_was_found():
+    client = FlakyClient()
+    first = TrialTracker(tracking_uri=None, experiment_id="1", trial_key="k", client=client)
+    first.start()
+    first.log_metrics({"objective": 0.0}, step=0)
+    assert first.flush()
+    second = TrialTracker(tracking_uri=None, experiment_id="1", trial_key="k", client=client)
+    second.start()  # finds the run holding epoch 0
+    # Epochs 1 and 2 of the first attempt arrive only now (its journal delivered late, say) ...
+    client.log_batch(first.run_id, metrics=[Metric("objective", float(e), 0, e) for e in (1, 2)])
+    for epoch in (1, 2, 3):  # ... while the second recomputes them from its checkpoint of epoch 0
+        second.log_metrics({"objective": float(epoch)}, step=epoch)
+    second.close("FINISHED")
+    assert sorted(m.step for m in client.metrics if m.key == "objective") == [0, 1, 2, 3]
 
 
 def test_finalize_completes_a_run_whose_trial_was_stopped_before_its_tracker_closed():

@@ -16,7 +16,7 @@ from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config
 from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
 from workers.tracking_delivery import deliver_spool, spool_trial_history
 
-__all__ = ["finalize_mlflow_runs"]
+__all__ = ["finalize_mlflow_runs", "reported_history"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, e
         if not trial_id or result.config is None:
             continue
         config = flatten_trial_config(result.config)
-        rows = _reported_history(result.metrics_dataframe)
+        rows = reported_history(result.metrics_dataframe)
         # A seed batch closes one run per seed, each from its own columns (per_seed/<seed>/<metric>).
         per_row = [seed_results(config, trial_id, row) for row in rows]
         status = "FAILED" if result.error else "FINISHED"
@@ -77,19 +77,21 @@ def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[
     return {**{k: v for k, v in config.items() if k not in dropped}, "seed": seed, "trial_key": trial_key}
 
 
-def _reported_history(frame) -> list[dict[str, float]]:
-    """Per-epoch rows of what the trial itself reported: Tune's bookkeeping columns and NaN padding dropped."""
+def reported_history(frame) -> list[dict[str, float]]:
+    """Per-epoch rows of what the trial itself reported: Tune's bookkeeping columns and NaN padding dropped,
+    one row per epoch. A retried trial reports again the epochs after its last checkpoint, and Tune appends
+    them to the trial's history: the last report of an epoch is kept, as the study database keeps it."""
     if frame is None:
         return []
     from ray.tune.result import CONFIG_PREFIX
 
     bookkeeping = tune_bookkeeping_keys()
-    rows = []
-    for record in frame.to_dict("records"):
+    rows: dict[Any, dict[str, float]] = {}
+    for index, record in enumerate(frame.to_dict("records")):
         row = {
             k: v
             for k, v in record.items()
             if k not in bookkeeping and not k.startswith(CONFIG_PREFIX + "/") and is_finite_number(v)
         }
-        rows.append(row)
-    return rows
+        rows[row.get("epoch", ("row", index))] = row  # a repeated epoch replaces its earlier report
+    return list(rows.values())
