@@ -154,6 +154,14 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
     }
     plan = plan_study_trials(spec, base)
     log.info("study %s: %s", study_id, plan.describe())
+    every_s = base[CHECKPOINT_EVERY_KEY]
+    log.info(
+        "study %s: trials checkpoint %s",
+        study_id,
+        "every epoch"
+        if every_s <= 0
+        else f"their last epoch and, before it, one per {every_s:g} s of training",
+    )
     record_trial_plan(client, parent.run_id, plan)
     check_cluster_fits(plan)
     status = "FINISHED"
