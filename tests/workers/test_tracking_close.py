@@ -24,6 +24,7 @@ class HangingMlflow:
     def __init__(self):
         self.answering = threading.Event()
         self.answering.set()
+        self.held = threading.Event()  # set once a call waits on the paused server
         self.down = False
         self.tracking_uri = "http://mlflow.test"
         self.runs = {}
@@ -36,6 +37,8 @@ class HangingMlflow:
         self.answering.set()
 
     def _wait(self):
+        if not self.answering.is_set():
+            self.held.set()
         self.answering.wait()
         if self.down:
             raise ConnectionError("connection refused")
@@ -165,7 +168,11 @@ def test_metrics_dropped_from_a_full_queue_stay_in_the_journal_after_the_rest_wa
     client = HangingMlflow()
     trial = tracker(client, spool_dir=tmp_path, max_queue=1).start()
     client.pause()
-    for epoch in range(5):
+    trial.log_metrics({"objective": 0.0}, step=0)
+    # The tracker's thread delivers epoch 0 and hangs on the paused server: its queue of one then overflows.
+    threading.Thread(target=trial.flush, kwargs={"timeout_s": 10.0}, daemon=True).start()
+    assert client.held.wait(10.0)
+    for epoch in range(1, 5):
         trial.log_metrics({"objective": float(epoch)}, step=epoch)
     client.resume()
     assert trial.close("FINISHED", timeout_s=10.0)
