@@ -232,6 +232,11 @@ def test_the_next_start_stops_what_a_killed_launcher_and_guard_left_and_ctrl_c_s
         # The kernel stopped the direct children (PR_SET_PDEATHSIG); Ray's daemons and MLflow's workers
         # are out of its reach.
         assert left, "a stack whose launcher and guard were SIGKILLed leaves processes for the next start"
+        # Frozen, so that none ends on its own before the next start looks (MLflow's workers do once they
+        # see their server gone, seconds later on a busy machine): the next start must stop them all.
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
 
         with _serving(tmp_path, "next", data_dir) as following:
             # The same data dir: what is running now under it is the new stack's; the old one's are known.
