@@ -21,6 +21,7 @@ Plain Python: trial processes import it without pydantic.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ def _seconds(value: str | None, *, default: float) -> float:
     try:
         seconds = float(value)
     except ValueError:
-        raise ValueError(f"expected a number of seconds (0 or more), got {value!r}") from None
-    if not seconds >= 0:  # also refuses nan
+        seconds = math.nan
+    if not seconds >= 0:  # refuses nan too
         raise ValueError(f"expected a number of seconds (0 or more), got {value!r}")
     return seconds

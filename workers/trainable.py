@@ -25,7 +25,7 @@ from workers.driver.trial_keys import PER_SEED_KEY
 from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
 from workers.tracking_delivery import start_spool_delivery
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
-from workers.training.config import CHECKPOINT_EVERY_KEY
+from workers.training.config import checkpoint_every_s_of
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
@@ -73,7 +73,7 @@ def run_trial(
     `settle()`, which waits until it has (raising SystemExit to stop). It is called before the next
     checkpoint overwrites the reported one, and before the trial's MLflow runs close: an epoch is logged to
     MLflow only once Tune has let the trial go on past the one before it."""
-    checkpoint_every_s = float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
+    checkpoint_every_s = checkpoint_every_s_of(config)
     if len(config.get("seed_trial_keys") or {}) > 1:
         _run_seed_batch_trial(
             config,

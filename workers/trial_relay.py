@@ -13,7 +13,7 @@ from typing import Any
 
 from workers.driver.trial_plan import trials_run_on_cpu
 from workers.settings import WorkerSettings
-from workers.training.config import CHECKPOINT_EVERY_KEY
+from workers.training.config import CHECKPOINT_EVERY_KEY, checkpoint_every_s_of
 from workers.trial_host import HostEvent, TrialHost, process_started_at
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
@@ -186,7 +186,7 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_a
     # before the interval existed then refuses the call (and the trial trains in this process) instead of
     # failing on a config key it does not know.
     trial_config = {k: v for k, v in config.items() if k != CHECKPOINT_EVERY_KEY}
-    checkpoint_every_s = float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
+    checkpoint_every_s = checkpoint_every_s_of(config)
     with restored_checkpoint() as restored:
         try:
             ray.get(

@@ -133,6 +133,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
             mlflow_parent_run_id=parent.run_id,
         )
     metric = dataset_metric(spec.dataset)
+    settings = WorkerSettings.from_env()
     base = {
         "study_id": study_id,
         "dataset": spec.dataset,
@@ -142,7 +143,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "batch_size": spec.budget.batch_size,
         "warmup_epochs": spec.budget.warmup_epochs,
         "compile": spec.budget.compile,
-        CHECKPOINT_EVERY_KEY: checkpoint_interval_s(spec, WorkerSettings.from_env()),
+        CHECKPOINT_EVERY_KEY: checkpoint_interval_s(spec, settings),
         "split_seed": spec.split_seed,
         **spec.data.trial_config(),  # corruption eval sets (corruptions, severities) where the spec sets them
         "num_threads": max(1, int(spec.resources.cpu)),
@@ -150,7 +151,7 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         "mlflow_experiment_id": parent.experiment_id,
         "mlflow_parent_run_id": parent.run_id,
         # Where trackers journal what MLflow has not taken yet (on the nodes' data dir, shared in a cluster).
-        SPOOL_DIR_KEY: str(WorkerSettings.from_env().data_dir / SPOOL_DIR_NAME),
+        SPOOL_DIR_KEY: str(settings.data_dir / SPOOL_DIR_NAME),
     }
     plan = plan_study_trials(spec, base)
     log.info("study %s: %s", study_id, plan.describe())

@@ -17,12 +17,19 @@ __all__ = [
     "RESUME_INSENSITIVE_FIELDS",
     "TRAINING_KNOBS",
     "TrainConfig",
+    "checkpoint_every_s_of",
     "model_config",
 ]
 
 # The trial config key of budget.checkpoint_every_s (resolved by the driver): seconds of training between
 # a trial's checkpoints (workers.training.checkpoint.CheckpointSchedule).
 CHECKPOINT_EVERY_KEY = "checkpoint_every_s"
+
+
+def checkpoint_every_s_of(config: Mapping[str, Any]) -> float:
+    """A trial config's checkpoint interval; absent (a config from before intervals existed): every epoch."""
+    return float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
+
 
 # Trial config keys the orchestration layer adds; the loop does not read them (the trainable and the
 # MLflow tracker do).
