@@ -17,7 +17,8 @@ slower phase).
 
 Rows, each for FrozenLN and AutoNorm-S as samples/s and as a ratio to one eager trial of the same method:
 one trial eager, compiled (mode default) and with CUDA graphs (mode reduce-overhead); N concurrent trial
-processes (eager and CUDA graphs); k seeds batched into one trial (benchmarks/gpu_seed_batch.py). Then
+processes (eager and CUDA graphs); k seeds batched into one trial (benchmarks/gpu_seed_batch.py), eager
+and, for the largest k, compiled with CUDA graphs. Then
 step-time ratios AutoNorm-S / FrozenLN, the AutoNorm layer's forward+backward against nn.LayerNorm, and
 whether the AutoNorm model compiles as one graph. Sections run in priority order under a time budget;
 a section that no longer fits is reported as skipped.
@@ -469,7 +470,8 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
     notes: dict[str, str] = {}
     errors: dict[str, str] = {}  # measurement key -> why it failed
     results: dict[str, Any] = {
-        "single": single, "concurrent": {}, "seed_batch": {}, "notes": notes, "errors": errors,
+        "single": single, "concurrent": {}, "seed_batch": {}, "seed_batch_compiled": {}, "notes": notes,
+        "errors": errors,
         "graph_breaks": "not measured", "layer": {}, "packed": {},
     }  # fmt: skip
 
@@ -542,6 +544,25 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
                 log(
                     f"{k} seeds in one trial, {method}: {results['seed_batch'][f'{k}/{method}']:.0f} samples/s"
                 )
+    # 4a. The largest k again, its vmap(grad) under torch.compile with CUDA graphs (budget.compile with
+    # seeds_per_trial > 1); the cold compile of the stacked graph counts against the budget.
+    compiled_k = max(sizes.seeds_per_trial, default=0)
+    for method in METHODS if seed_batch is not None and compiled_k else ():
+        if clock.left() < 90 * (device.type == "cuda") + 10:
+            notes["seed_batch_compiled"] = "skipped: the time budget ran out"
+            break
+        with section(f"seed_batch_compiled/{compiled_k}/{method}"):
+            started = clock.elapsed()
+            rate = seed_batch(
+                preset=sizes.preset, method=method, k=compiled_k, steps=sizes.seed_batch_steps,
+                device=str(device), batch_size=sizes.batch, compile="reduce-overhead",
+                compile_backend=sizes.compile_backend,
+            )  # fmt: skip
+            results["seed_batch_compiled"][f"{compiled_k}/{method}"] = rate
+            log(
+                f"{compiled_k} seeds in one trial, CUDA graphs, {method}: {rate:.0f} samples/s "
+                f"(with compile {clock.elapsed() - started:.0f} s)"
+            )
     # 4b. k-seed trials packed as resources.gpu: auto packs them (the driver's rule on the measured peak).
     if sizes.packed_seeds and device.type == "cuda":
         for method in METHODS:
@@ -595,7 +616,7 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
         "(compilation excluded), and its ratio to one eager trial of the same method. Concurrent "
         "trials: separate processes on the one GPU, summed over one common window. Seed-batched rows: "
         f"benchmarks/gpu_seed_batch.py ({sizes.seed_batch_steps} timed steps of k stacked seeds via "
-        "torch.func, eager, one fixed batch per seed already on the device).",
+        "torch.func, eager unless the row says CUDA graphs, one fixed batch per seed already on the device).",
         "",
         f"| configuration | {METHOD_NAMES['frozen_ln']} samples/s (x eager) | "
         f"{METHOD_NAMES['autonorm_s']} samples/s (x eager) |",
@@ -636,6 +657,14 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
             lines.append(f"| {k} seeds batched in one trial | {notes.get('seed_batch', 'n/a')} | |")
         else:
             row(f"{k} seeds batched in one trial", rates, {m: f"seed_batch/{k}/{m}" for m in METHODS})
+    compiled_k = max(sizes.seeds_per_trial, default=0)
+    if compiled_k:
+        label = f"{compiled_k} seeds batched in one trial, CUDA graphs (compile reduce-overhead)"
+        rates = {m: results.get("seed_batch_compiled", {}).get(f"{compiled_k}/{m}") for m in METHODS}
+        if all(rate is None for rate in rates.values()) and "seed_batch_compiled" in notes:
+            lines.append(f"| {label} | {notes['seed_batch_compiled']} | |")
+        else:
+            row(label, rates, {m: f"seed_batch_compiled/{compiled_k}/{m}" for m in METHODS})
     packed = results.get("packed", {})
     if packed:
         counts = ", ".join(

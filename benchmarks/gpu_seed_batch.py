@@ -1,12 +1,15 @@
 """Training throughput of k seeds stacked in one process (workers.training.seed_step), for the GPU table.
 
     python -m benchmarks.gpu_seed_batch --preset vit_lite_paper --method frozen_ln --k 32 --device cuda
+    python -m benchmarks.gpu_seed_batch ... --compile reduce-overhead   # the step under CUDA graphs
 
 One measured step is exactly the seed-batched training step (vmap(grad) forward/backward of k stacked
 ViT-Lite models, per-seed clipping, AdamW on the stacked tensors, schedule), with the preset's own
 dropout and drop-path, bf16 autocast on CUDA, on one fixed synthetic CIFAR-shaped batch per seed that
-already sits on the device (no data loading, no evaluation). Only torch is needed on this path:
-no Ray, MLflow or data registry.
+already sits on the device (no data loading, no evaluation). With `--compile`, the vmap(grad) of the
+step runs under torch.compile as `budget.compile` runs it (workers.training.compiled.CompiledCall); the
+compilation falls in the untimed warm-up. Only torch is needed on this path: no Ray, MLflow or data
+registry.
 """
 
 from __future__ import annotations
@@ -25,10 +28,20 @@ WARMUP_STEPS = 3  # first steps pay allocator growth and kernel selection
 
 
 def build_seed_batched_step(
-    preset: str, method: str, k: int, device: str, batch_size: int, total_steps: int = 10**6
+    preset: str,
+    method: str,
+    k: int,
+    device: str,
+    batch_size: int,
+    total_steps: int = 10**6,
+    *,
+    compile: str = "none",
+    compile_backend: str = "inductor",
 ) -> Callable[[], None]:
     """One seed-batched training step of k stacked ViT-Lite models (seed i for model i, as a trial builds
-    them) on one fixed synthetic batch per seed already on `device`; call it to step."""
+    them) on one fixed synthetic batch per seed already on `device`, its vmap(grad) compiled with mode
+    `compile` ("none": eager); call it to step. It raises if a requested compile fell back to eager, so a
+    figure is never labelled compiled when it was not."""
     from models import build_model
     from models.methods import norm_for_method
     from models.presets import PRESETS
@@ -64,6 +77,8 @@ def build_seed_batched_step(
         grad_clip=1.0,
         device=target,
         amp=True,
+        compile=compile,
+        compile_backend=compile_backend,
     )
     stacked.template.train()
     generator = torch.Generator().manual_seed(0)
@@ -73,18 +88,33 @@ def build_seed_batched_step(
 
     def one_step() -> None:
         step(images, labels)
+        if compile != "none" and not step.grads.active:
+            raise RuntimeError(f"compile {compile} was requested but the step fell back to eager")
 
     return one_step
 
 
-def measure_seed_batched(preset: str, method: str, k: int, steps: int, device: str, batch_size: int) -> float:
+def measure_seed_batched(
+    preset: str,
+    method: str,
+    k: int,
+    steps: int,
+    device: str,
+    batch_size: int,
+    *,
+    compile: str = "none",
+    compile_backend: str = "inductor",
+) -> float:
     """Aggregate samples/s (k * batch_size per step, all seeds together) of `steps` seed-batched training
     steps of ViT-Lite preset `preset` with normalization method `method` on `device`, after
-    WARMUP_STEPS untimed steps."""
+    WARMUP_STEPS untimed steps (which include any compilation)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     target = torch.device(device)
-    step = build_seed_batched_step(preset, method, k, device, batch_size, total_steps=WARMUP_STEPS + steps)
+    step = build_seed_batched_step(
+        preset, method, k, device, batch_size, total_steps=WARMUP_STEPS + steps,
+        compile=compile, compile_backend=compile_backend,
+    )  # fmt: skip
     for _ in range(WARMUP_STEPS):
         step()
     _synchronize(target)
@@ -137,12 +167,16 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead"))
     parser.add_argument("--serve", action="store_true", help="run as a packed trial process (benchmarks.gpu)")
     args = parser.parse_args()
     if args.serve:
         serve_seed_batch(args.preset, args.method, args.k, args.device, args.batch_size)
         sys.exit(0)
-    rate = measure_seed_batched(args.preset, args.method, args.k, args.steps, args.device, args.batch_size)
+    rate = measure_seed_batched(
+        args.preset, args.method, args.k, args.steps, args.device, args.batch_size, compile=args.compile
+    )
     print(
-        f"{args.preset} {args.method} k={args.k} batch {args.batch_size} on {args.device}: {rate:,.0f} samples/s"
+        f"{args.preset} {args.method} k={args.k} batch {args.batch_size} compile {args.compile} on "
+        f"{args.device}: {rate:,.0f} samples/s"
     )

@@ -9,7 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "Attention", "DropPath", "LayerScale", "MlpBranch", "activation_layer"]
+__all__ = [
+    "ACTIVATIONS",
+    "Attention",
+    "DropPath",
+    "LayerScale",
+    "MlpBranch",
+    "activation_layer",
+    "explicit_attention",
+]
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 BRANCHES = ("two_matrix", "one_matrix")
@@ -73,7 +81,13 @@ class MlpBranch(nn.Module):
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention on (B, T, D) with an optional boolean mask (True = may attend)."""
+    """Multi-head self-attention on (B, T, D) with an optional boolean mask (True = may attend).
+
+    `explicit_math` (off by default) computes attention as plain matmuls and a softmax instead of the
+    fused SDPA kernels. The compiled seed-batched step sets it: every op of that form has a vmap batching
+    rule and a derivative under any compiler, while the fused kernels' backwards have no batching rule
+    (vmap loops over the seeds) and cuDNN's has no vmap derivative at all.
+    """
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -84,15 +98,31 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.attn_dropout = dropout
         self.proj_drop = nn.Dropout(dropout)
+        self.explicit_math = False
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         batch, tokens, dim = x.shape
         qkv = self.qkv(x).reshape(batch, tokens, 3, self.heads, dim // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, D/H)
         dropout = self.attn_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, H, T, D/H)
+        if self.explicit_math:
+            out = explicit_attention(q, k, v, mask, dropout)  # (B, H, T, D/H)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, H, T, D/H)
         out = out.transpose(1, 2).reshape(batch, tokens, dim)
         return self.proj_drop(self.proj(out))
+
+
+def explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: float
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) masked) v with dropout on the weights: SDPA's math, unfused.
+    q, k, v (B, H, T, d); mask broadcastable to (B, H, T, T), True = may attend."""
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # (B, H, T, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.dropout(scores.softmax(dim=-1), p=dropout) if dropout > 0 else scores.softmax(dim=-1)
+    return weights.to(v.dtype) @ v  # (B, H, T, d)
 
 
 def init_linear(module: nn.Module, std: float) -> None:

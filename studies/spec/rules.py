@@ -167,19 +167,6 @@ def tune_seeds_are_disjoint(spec: StudySpec, fail: Fail) -> None:
             )
 
 
-def seed_batches_are_not_compiled(spec: StudySpec, fail: Fail) -> None:
-    """Stacked seeds (seeds_per_trial > 1) run under torch.func, which budget.compile cannot compile."""
-    k = spec.resources.seeds_per_trial
-    if isinstance(k, int) and k > 1 and spec.budget.compile != "none":
-        fail(
-            ("resources", "seeds_per_trial"),
-            "seed_batch_with_compile",
-            f"seeds_per_trial {k} stacks seeds under torch.func, which budget.compile "
-            f"'{spec.budget.compile}' cannot compile; set seeds_per_trial: 1 or budget.compile: none",
-            k,
-        )
-
-
 def check_overrides(spec: StudySpec, fail: Fail) -> None:
     """Every override must be a config field of the backbone that the study and the dataset leave free."""
     backbone = spec.model.backbone(spec.dataset)
@@ -423,5 +410,4 @@ RULES: tuple[Callable[[StudySpec, Fail], None], ...] = (
     tune_seeds_are_disjoint,
     check_freeze_schedule,
     check_data_options,
-    seed_batches_are_not_compiled,
 )

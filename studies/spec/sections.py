@@ -110,7 +110,8 @@ class Resources(_Strict):
     and otherwise the share that one trial's measured peak memory leaves room for (the driver measures a
     trial on a GPU node before the study starts). seeds_per_trial: final and grid seeds trained together in
     one trial process, stacked (each seed keeps its own init, data order, row, MLflow run and checkpoint);
-    "auto" is 1 on CPU and with budget.compile, else up to 8.
+    "auto" is 1 on CPU and with budget.compile, else up to 8. A number > 1 with budget.compile compiles
+    the stacked step.
     """
 
     cpu: float = Field(1.0, gt=0, le=256)

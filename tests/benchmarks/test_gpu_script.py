@@ -31,6 +31,7 @@ def test_the_smoke_run_writes_every_row_of_the_gpu_table(tmp_path):
         for mode in ("none", "reduce-overhead"):
             assert results["concurrent"][f"2/{mode}/{method}"] > 0
         assert results["seed_batch"][f"2/{method}"] > 0
+        assert results["seed_batch_compiled"][f"2/{method}"] > 0
     assert set(results["layer"]) == {"eager", "compiled"}
     for label in (
         "| 1 trial, eager | ",
@@ -39,6 +40,7 @@ def test_the_smoke_run_writes_every_row_of_the_gpu_table(tmp_path):
         "| 2 concurrent trial processes, eager | ",
         "| 2 concurrent trial processes, CUDA graphs | ",
         "| 2 seeds batched in one trial | ",
+        "| 2 seeds batched in one trial, CUDA graphs (compile reduce-overhead) | ",
         "| eager | ",
         "SYNTHETIC",
         "SMOKE RUN",

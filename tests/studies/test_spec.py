@@ -276,9 +276,9 @@ def test_the_checkpoint_interval_is_the_services_unless_the_budget_names_seconds
     assert ("budget", "checkpoint_every_s") in errors(budget={"epochs": 12, "checkpoint_every_s": "nan"})
 
 
-def test_seed_batches_cannot_be_compiled_and_say_which_to_change():
-    message = errors(resources={"seeds_per_trial": 4}, budget={"compile": "reduce-overhead"})
-    assert "set seeds_per_trial: 1 or budget.compile: none" in message[("resources", "seeds_per_trial")]
+def test_seed_batches_may_be_compiled():
+    compiled = spec(resources={"seeds_per_trial": 4}, budget={"epochs": 12, "compile": "reduce-overhead"})
+    assert (compiled.resources.seeds_per_trial, compiled.budget.compile) == (4, "reduce-overhead")
     compiled_auto = StudySpec.model_validate({**BASE, "budget": {"epochs": 12, "compile": "default"}})
     assert compiled_auto.resources.seeds_per_trial == "auto"  # auto resolves to 1 under compile
     assert ("max_failures",) in errors(max_failures=-1)

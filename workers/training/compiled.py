@@ -1,4 +1,7 @@
-"""The training forward under torch.compile (`budget.compile`), falling back to eager where it cannot run.
+"""Training under torch.compile (`budget.compile`), falling back to eager where it cannot run.
+
+A single-seed run compiles its training forward (CompiledForward); a seed-batched run compiles its
+vmap(grad) of the k stacked seeds (CompiledCall, workers.training.seed_step).
 
 Modes (TrainConfig.compile):
 - "none": the module itself.
@@ -9,8 +12,10 @@ Modes (TrainConfig.compile):
 Shapes stay static (dynamic=False): the last, shorter batch of an epoch gets its own graph, compiled once
 and replayed every epoch, so nothing is dropped or padded and a run trains on exactly the batches an eager
 run does. The AutoNorm-S freeze (requires_grad False on the selectors) fails a guard and compiles once
-more; both recompiles stay far below dynamo's recompile limit. Only the training forward is compiled:
-evaluation runs the eager module (other batch sizes, no backward, a small share of a trial).
+more (a seed-batched run freezes by masking gradients outside the compiled call, and never recompiles
+for it); the recompiles stay far below dynamo's recompile limit. Only the training forward and its
+backward are compiled: evaluation runs the eager module (other batch sizes, no backward, a small share of
+a trial), and clipping and the optimizer step run eagerly.
 
 Numerics: a compiled run matches the eager one to float tolerance, not bit for bit, and inductor draws
 dropout, drop-path and Gumbel noise from its own Philox stream (seeded from torch's generator), so it is
@@ -30,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CompiledForward", "compiler_unavailable_reason"]
+__all__ = ["CompiledCall", "CompiledForward", "compiler_unavailable_reason"]
 
 
 def compiler_unavailable_reason(device: torch.device) -> str | None:
@@ -57,25 +62,26 @@ def compiler_unavailable_reason(device: torch.device) -> str | None:
     return f"no torch.compile support assumed for device type {device.type!r}"
 
 
-class CompiledForward:
-    """Calls `module(x)` through torch.compile(mode=...); eager when mode is "none" or compiling fails.
+class CompiledCall:
+    """Calls `fn(*args)` through torch.compile(mode=...); eager when mode is "none" or compiling fails.
 
-    A compile failure (no compiler found up front, or a backend error at the first call or a recompile)
-    warns once and switches this forward to eager for the rest of the run.
+    A compile failure (no compiler found up front, or a dynamo or backend error at the first call or a
+    recompile) warns once and switches this call to eager for the rest of the run. That is safe only for
+    a call that changes no state before it returns, as a forward or a gradient computation does.
     """
 
     def __init__(
         self,
-        module: nn.Module,
+        fn: Callable[..., Any],
         mode: str,
         device: torch.device,
         *,
         backend: str | Callable[..., Any] = "inductor",
     ) -> None:
-        self.module = module
+        self.fn = fn
         self.requested_mode = mode
         self.cuda_graphs = False
-        self._compiled: Callable[..., torch.Tensor] | None = None
+        self._compiled: Callable[..., Any] | None = None
         if mode == "none":
             return
         if mode not in ("default", "reduce-overhead"):
@@ -89,33 +95,48 @@ class CompiledForward:
                 warnings.warn(
                     f"compile: reduce-overhead uses CUDA graphs, which need a CUDA device, not "
                     f"{device.type}; compiling with mode default instead",
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 mode = "default"
             self.cuda_graphs = mode == "reduce-overhead"
-            self._compiled = torch.compile(module, mode=mode, dynamic=False)
+            self._compiled = torch.compile(fn, mode=mode, dynamic=False)
         else:  # another backend (tests, benchmark smoke runs): no inductor mode to pass
-            self._compiled = torch.compile(module, backend=backend, dynamic=False)
+            self._compiled = torch.compile(fn, backend=backend, dynamic=False)
 
     @property
     def active(self) -> bool:
         """True while calls go through torch.compile."""
         return self._compiled is not None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, *args: Any) -> Any:
         if self._compiled is None:
-            return self.module(x)
+            return self.fn(*args)
         if self.cuda_graphs:
             # Each call starts a new training step: outputs of the previous replay (already consumed by
             # its loss and backward) may be overwritten.
             torch.compiler.cudagraph_mark_step_begin()
         try:
-            return self._compiled(x)
-        except torch._dynamo.exc.BackendCompilerFailed as error:
+            return self._compiled(*args)
+        except torch._dynamo.exc.TorchDynamoException as error:
             self._warn(f"the compiler failed ({type(error).__name__}: {str(error).splitlines()[0][:300]}); "
                        "training continues eager")  # fmt: skip
             self._compiled, self.cuda_graphs = None, False
-            return self.module(x)
+            return self.fn(*args)
 
     def _warn(self, what: str) -> None:
         warnings.warn(f"compile: {self.requested_mode} requested but {what}", RuntimeWarning, stacklevel=3)
+
+
+class CompiledForward(CompiledCall):
+    """The training forward `module(x)` as a CompiledCall."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        mode: str,
+        device: torch.device,
+        *,
+        backend: str | Callable[..., Any] = "inductor",
+    ) -> None:
+        super().__init__(module, mode, device, backend=backend)
+        self.module = module

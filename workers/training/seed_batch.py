@@ -142,6 +142,7 @@ class SeedBatchedRun:
             grad_clip=cfg.grad_clip,
             device=self.device,
             amp=cfg.amp,
+            compile=cfg.compile,
         )
         self.freezers = (
             [build_freezer(cfg, gate_freeze=True) for _ in self.seeds] if choice.gate_freeze else None

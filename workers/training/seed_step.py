@@ -1,6 +1,9 @@
 """One optimizer step of k stacked seeds: vmap(grad) forward/backward, per-seed clipping, per-seed
 AutoNorm-S selector freezes, AdamW on the stacked tensors, and the shared warmup+cosine schedule.
 
+With `compile` (budget.compile) the vmap(grad) runs under torch.compile (workers.training.compiled), its
+attention as plain matmuls (models.layers.Attention.explicit_math); the rest of the step stays eager.
+
 AdamW and the schedule are torch's own (workers.training.optim / .schedule), applied to (k, ...) tensors:
 AdamW is elementwise, so every seed's slice follows exactly the update a single-seed run gives it, with
 the same weight-decay groups. What needs care is what is NOT elementwise in a single-seed run:
@@ -23,6 +26,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from workers.training.compiled import CompiledCall
 from workers.training.optim import parameter_groups
 from workers.training.stacked import StackedModels, attention_backends_for_vmap
 
@@ -137,6 +141,8 @@ class SeedBatchedStep:
         grad_clip: float | None,
         device: torch.device,
         amp: bool,
+        compile: str = "none",
+        compile_backend: str | Callable[..., Any] = "inductor",
     ) -> None:
         from models.norms import gated_norms
 
@@ -150,15 +156,21 @@ class SeedBatchedStep:
         self.gated = [norm for _, norm in gated_norms(stacked.template)]
         self.freezes = SelectorFreezes(stacked.template, stacked.num_seeds, device)
         self.last_grad_norms: torch.Tensor | None = None  # (k,) pre-clip gradient norms of the last step
-        self._grad_fn = stacked.grad_fn(self._seed_loss)
+        # budget.compile: the vmap(grad) below under torch.compile. It returns gradients and changes no
+        # state, so a compiler failure can fall back to the eager call safely (CompiledCall).
+        self.grads = CompiledCall(stacked.grad_fn(self._seed_loss), compile, device, backend=compile_backend)
+        if self.grads.active:
+            stacked.use_explicit_attention()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """One step; returns each seed's loss (k,) and the noise-free gate probabilities it trained with,
         one (k, B, 2) (or causal (k, B, T, 2)) tensor per gated layer."""
         params = self.stacked.params
         with attention_backends_for_vmap(self.device):
-            grads, (loss, probs) = self._grad_fn(params, self.stacked.buffers, x, y)
+            grads, (loss, probs) = self.grads(params, self.stacked.buffers, x, y)
         self.clear_gate_cache()
+        if self.grads.cuda_graphs:  # the next replay overwrites its outputs; these two outlive the step
+            loss, probs = loss.clone(), tuple(p.clone() for p in probs)
         self.freezes.zero_grads_(grads)
         if self.grad_clip is not None:
             self.last_grad_norms = clip_grad_norm_per_seed_(list(grads.values()), self.grad_clip)
@@ -182,7 +194,11 @@ class SeedBatchedStep:
         with self.autocast():
             output = self.stacked.call(params, buffers, x)
         loss = self.loss_fn(output, y)
-        return loss, tuple(cast(torch.Tensor, norm.last_probs) for norm in self.gated)  # set by this forward
+        probs = tuple(cast(torch.Tensor, norm.last_probs) for norm in self.gated)  # set by this forward
+        # Taken off the modules inside the transform: a vmap-wrapped tensor left on a module would outlive
+        # the call, and torch.compile cannot return one from its graph.
+        self.clear_gate_cache()
+        return loss, probs
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast around the forward on CUDA when the config asks for it (TrainingRun's rule)."""

@@ -88,6 +88,15 @@ class StackedModels:
         with attention_backends_for_vmap(self.device):
             return vmap(fn, in_dims=(0, 0, None), randomness="different")(self.params, self.buffers, x)
 
+    def use_explicit_attention(self) -> None:
+        """Attention as plain matmuls in the template (models.layers.Attention.explicit_math): the form
+        that vmap(grad) compiles on every device, without the fused kernels' per-seed fallbacks."""
+        from models.layers import Attention
+
+        for module in self.template.modules():
+            if isinstance(module, Attention):
+                module.explicit_math = True
+
     @property
     def device(self) -> torch.device:
         return next(iter(self.params.values())).device

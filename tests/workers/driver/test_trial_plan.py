@@ -41,7 +41,8 @@ def test_a_batch_size_below_one_is_refused():
         ("auto", 0.0, "none", 10, 1),  # CPU trials: stacking buys nothing
         ("auto", 0.25, "none", 10, 8),
         ("auto", 0.25, "none", 3, 3),
-        ("auto", 0.25, "reduce-overhead", 10, 1),  # the stacked step cannot be compiled
+        ("auto", 0.25, "reduce-overhead", 10, 1),  # compiled stacking is asked for, never chosen
+        (4, 0.25, "reduce-overhead", 10, 4),
         (4, 0.0, "none", 10, 4),  # a number is taken as it is
     ],
 )
