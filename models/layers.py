@@ -84,9 +84,11 @@ class Attention(nn.Module):
     """Multi-head self-attention on (B, T, D) with an optional boolean mask (True = may attend).
 
     `explicit_math` (off by default) computes attention as plain matmuls and a softmax instead of the
-    fused SDPA kernels. The compiled seed-batched step sets it: every op of that form has a vmap batching
-    rule and a derivative under any compiler, while the fused kernels' backwards have no batching rule
-    (vmap loops over the seeds) and cuDNN's has no vmap derivative at all.
+    fused SDPA kernels. The compiled seed-batched step sets it around its compiled call: every op of that
+    form has a vmap batching rule and a derivative under any compiler, while the fused kernels' backwards
+    have no batching rule (vmap loops over the seeds) and cuDNN's has no vmap derivative at all. Under
+    bf16 autocast its scores are rounded to bf16 before the (float32) softmax, as SDPA's math backend
+    does; the flash kernel keeps them in float32.
     """
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:

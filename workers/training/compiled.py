@@ -35,7 +35,13 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CompiledCall", "CompiledForward", "compiler_unavailable_reason"]
+__all__ = [
+    "RECOMPILE_LIMIT",
+    "CompiledCall",
+    "CompiledForward",
+    "compiler_unavailable_reason",
+    "raise_recompile_limit",
+]
 
 
 def compiler_unavailable_reason(device: torch.device) -> str | None:
@@ -60,6 +66,21 @@ def compiler_unavailable_reason(device: torch.device) -> str | None:
             compiler = shutil.which("g++") or shutil.which("clang++")
         return None if compiler and shutil.which(compiler) else "inductor needs a C++ compiler (g++) on CPU"
     return f"no torch.compile support assumed for device type {device.type!r}"
+
+
+# Graphs one code object may keep. Every seed-batched step of a process compiles the same code object
+# (torch.func's vmap wrapper), one entry per configuration and batch shape; a warm trial process runs many
+# trials, and past dynamo's default of 8 it would run the rest eagerly with no more than a log line.
+RECOMPILE_LIMIT = 64
+
+
+def raise_recompile_limit() -> None:
+    """Dynamo's per-code-object limit raised to RECOMPILE_LIMIT (never lowered)."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
 
 
 class CompiledCall:
@@ -102,6 +123,7 @@ class CompiledCall:
             self._compiled = torch.compile(fn, mode=mode, dynamic=False)
         else:  # another backend (tests, benchmark smoke runs): no inductor mode to pass
             self._compiled = torch.compile(fn, backend=backend, dynamic=False)
+        raise_recompile_limit()
 
     @property
     def active(self) -> bool:

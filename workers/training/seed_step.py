@@ -1,8 +1,8 @@
 """One optimizer step of k stacked seeds: vmap(grad) forward/backward, per-seed clipping, per-seed
 AutoNorm-S selector freezes, AdamW on the stacked tensors, and the shared warmup+cosine schedule.
 
-With `compile` (budget.compile) the vmap(grad) runs under torch.compile (workers.training.compiled), its
-attention as plain matmuls (models.layers.Attention.explicit_math); the rest of the step stays eager.
+With `compile` (budget.compile) the vmap(grad) runs under torch.compile (workers.training.compiled) in
+the template's compilable forms (StackedModels.compilable_forms); the rest of the step stays eager.
 
 AdamW and the schedule are torch's own (workers.training.optim / .schedule), applied to (k, ...) tensors:
 AdamW is elementwise, so every seed's slice follows exactly the update a single-seed run gives it, with
@@ -159,14 +159,13 @@ class SeedBatchedStep:
         # budget.compile: the vmap(grad) below under torch.compile. It returns gradients and changes no
         # state, so a compiler failure can fall back to the eager call safely (CompiledCall).
         self.grads = CompiledCall(stacked.grad_fn(self._seed_loss), compile, device, backend=compile_backend)
-        if self.grads.active:
-            stacked.use_explicit_attention()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """One step; returns each seed's loss (k,) and the noise-free gate probabilities it trained with,
         one (k, B, 2) (or causal (k, B, T, 2)) tensor per gated layer."""
         params = self.stacked.params
-        with attention_backends_for_vmap(self.device):
+        forms = self.stacked.compilable_forms() if self.grads.active else contextlib.nullcontext()
+        with attention_backends_for_vmap(self.device), forms:
             grads, (loss, probs) = self.grads(params, self.stacked.buffers, x, y)
         self.clear_gate_cache()
         if self.grads.cuda_graphs:  # the next replay overwrites its outputs; these two outlive the step

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, stack_module_state, vmap
+
+if TYPE_CHECKING:
+    from models.layers import Attention
 
 __all__ = ["StackedModels", "attention_backends_for_vmap"]
 
@@ -88,14 +91,32 @@ class StackedModels:
         with attention_backends_for_vmap(self.device):
             return vmap(fn, in_dims=(0, 0, None), randomness="different")(self.params, self.buffers, x)
 
-    def use_explicit_attention(self) -> None:
-        """Attention as plain matmuls in the template (models.layers.Attention.explicit_math): the form
-        that vmap(grad) compiles on every device, without the fused kernels' per-seed fallbacks."""
+    @contextlib.contextmanager
+    def compilable_forms(self) -> Iterator[None]:
+        """Within: the template's attention as plain matmuls (models.layers.Attention.explicit_math) and the
+        mixed norms as their eager composite instead of the Triton kernels (models.norms.mixed
+        .TRITON_ON_CUDA): the forms that vmap(grad) compiles on every device. The fused attention
+        kernels' backwards have no batching rule (vmap loops over the seeds) and cuDNN's none that
+        compiles; the Triton operators are left out of an untested trace. Outside, evaluation and an
+        eager fallback keep the fused kernels."""
+        from models.norms import mixed
+
+        attention = self._attention_modules()
+        triton_on_cuda = mixed.TRITON_ON_CUDA
+        for module in attention:
+            module.explicit_math = True
+        mixed.TRITON_ON_CUDA = False
+        try:
+            yield
+        finally:
+            for module in attention:
+                module.explicit_math = False
+            mixed.TRITON_ON_CUDA = triton_on_cuda
+
+    def _attention_modules(self) -> list[Attention]:
         from models.layers import Attention
 
-        for module in self.template.modules():
-            if isinstance(module, Attention):
-                module.explicit_math = True
+        return [module for module in self.template.modules() if isinstance(module, Attention)]
 
     @property
     def device(self) -> torch.device:

@@ -12,11 +12,14 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch._dynamo.backends.registry import lookup_backend
 
 import workers.training.seed_batch as seed_batch_module
 from models import build_model
 from models.layers import Attention
+from models.norms import mixed
 from workers.training import TrainConfig
+from workers.training.compiled import RECOMPILE_LIMIT
 from workers.training.metrics import TaskLoss
 from workers.training.schedule import build_warmup_cosine
 from workers.training.seed_batch import SeedBatchedRun
@@ -68,8 +71,6 @@ def test_a_compiled_seed_batch_trains_as_the_eager_one_over_short_batches_and_th
     compiled = _train(replace(cfg, compile="default"))
     run = compiled[1]
     assert run.step.grads.active  # no silent fallback to eager
-    attention = [m for m in run.stacked.template.modules() if isinstance(m, Attention)]
-    assert attention and all(m.explicit_math for m in attention)
     _assert_same_training(compiled, _train(cfg), tol=1e-4)
     if method == "autonorm_s":
         assert all(seed["gates_frozen"] == 1 for seed in compiled[0][-1])
@@ -140,10 +141,29 @@ def test_a_compiler_failure_warns_once_and_the_stacked_step_continues_eager():
         torch.testing.assert_close(param, eager.stacked.params[name], msg=name)
 
 
-def test_a_run_without_compile_keeps_the_fused_attention_kernels():
-    run = SeedBatchedRun(replace(BASE, max_steps_per_epoch=1), SEEDS)
-    assert not run.step.grads.active
-    assert not any(m.explicit_math for m in run.stacked.template.modules() if isinstance(m, Attention))
+def test_the_step_compiles_in_the_compilable_forms_and_evaluation_keeps_the_fused_kernels():
+    aot_eager = lookup_backend("aot_eager")
+    seen = []
+
+    def recording_backend(graph_module, example_inputs):
+        attention = [m for m in step.stacked.template.modules() if isinstance(m, Attention)]
+        seen.append((mixed.TRITON_ON_CUDA, [m.explicit_math for m in attention]))
+        return aot_eager(graph_module, example_inputs)
+
+    step = _step(_identical_models("autonorm", 0.0), compile="default", compile_backend=recording_backend)
+    step(*_same_batch_for_every_seed())
+    assert step.grads.active
+    assert seen == [(False, [True, True])]  # vit_lite_tiny: two blocks
+    # After the call: the fused SDPA kernels and, on CUDA, the Triton mixed norm, for evaluation.
+    attention = [m for m in step.stacked.template.modules() if isinstance(m, Attention)]
+    assert mixed.TRITON_ON_CUDA and not any(m.explicit_math for m in attention)
+
+
+def test_a_trial_process_keeps_many_compiled_graphs_of_the_step():
+    # Every seed-batched step compiles one shared code object (torch.func's vmap wrapper): a warm trial
+    # process running its ninth configuration must not drop to eager at dynamo's default limit of 8.
+    _step(_identical_models("layernorm", 0.0), compile="default", compile_backend="aot_eager")
+    assert torch._dynamo.config.recompile_limit >= RECOMPILE_LIMIT >= 64
 
 
 @pytest.mark.slow
