@@ -336,16 +336,21 @@ class WorkerPool:
         return json.loads(line)
 
 
-def packed_seed_batches(sizes: Sizes, device: Any, method: str, k: int, log: Callable[[str], None]) -> dict:
+def packed_seed_batches(
+    sizes: Sizes, device: Any, method: str, k: int, log: Callable[[str], None], *, compile: str = "none"
+) -> dict:
     """k-seed trial processes on one GPU, as many as `resources.gpu: auto` would pack: one process is
     started and its peak memory measured, the driver's rule (workers.driver.trial_plan.gpu_share_for)
-    turns the peak into trials per GPU, the rest are started, and all step one common timed window."""
+    turns the peak into trials per GPU, the rest are started, and all step one common timed window.
+    With `compile`, each process compiles its step (the first one cold, the others from its caches)."""
     from workers.driver.trial_plan import gpu_share_for
 
     command = [
         sys.executable, "-m", "benchmarks.gpu_seed_batch", "--serve", "--preset", sizes.preset,
         "--method", method, "--k", str(k), "--device", str(device), "--batch-size", str(sizes.batch),
+        "--compile", compile,
     ]  # fmt: skip
+    ready_timeout = 120 if compile == "none" else 400
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 
     def start() -> subprocess.Popen[str]:
@@ -355,13 +360,13 @@ def packed_seed_batches(sizes: Sizes, device: Any, method: str, k: int, log: Cal
 
     processes = [start()]
     try:
-        first = WorkerPool._read(processes[0], timeout=120)
+        first = WorkerPool._read(processes[0], timeout=ready_timeout)
         share = gpu_share_for(first["peak_bytes"], first["device_bytes"])
         count = round(1 / share)
         log(f"{method}: a {k}-seed trial peaks at {first['peak_bytes'] / 2**30:.2f} GiB -> {count} per GPU")
         processes += [start() for _ in range(count - 1)]
         for process in processes[1:]:
-            WorkerPool._read(process, timeout=120)
+            WorkerPool._read(process, timeout=ready_timeout)
         request = json.dumps({"start_at": time.time() + 0.5, "seconds": sizes.measure_s}) + "\n"
         for process in processes:
             assert process.stdin is not None
@@ -380,8 +385,14 @@ def packed_seed_batches(sizes: Sizes, device: Any, method: str, k: int, log: Cal
                 process.kill()
     steps_per_s = sum(a["steps"] for a in answers) / max(a["elapsed"] for a in answers)
     rate = steps_per_s * k * sizes.batch
-    log(f"{count} packed {k}-seed trials, {method}: {rate:.0f} samples/s")
-    return {"k": k, "processes": count, "peak_gib": first["peak_bytes"] / 2**30, "rate": rate}
+    log(f"{count} packed {k}-seed trials, compile {compile}, {method}: {rate:.0f} samples/s")
+    return {
+        "k": k,
+        "processes": count,
+        "peak_gib": first["peak_bytes"] / 2**30,
+        "rate": rate,
+        "compile": compile,
+    }
 
 
 # ----- the norm layer and the compiled graph --------------------------------------------------------------

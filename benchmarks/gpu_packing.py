@@ -1,6 +1,7 @@
 """Packed seed-batched trials against one eager trial, on one GPU: the short companion of gpu.py.
 
     python3 benchmarks/gpu_packing.py --out gpu_packing.md
+    python3 benchmarks/gpu_packing.py --compile reduce-overhead   # each packed trial under CUDA graphs
 
 For each method: one eager trial's samples/s (the baseline of every ratio in gpu.py's table), then
 k-seed trials packed as `resources.gpu: auto` packs them (gpu.packed_seed_batches: one trial's measured
@@ -27,6 +28,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--k", type=int, default=FULL.packed_seeds)
+    parser.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -41,9 +43,9 @@ def main() -> None:
         base = count * FULL.batch / elapsed
         del step
         torch.cuda.empty_cache()
-        packed = packed_seed_batches(FULL, device, method, args.k, print)
+        packed = packed_seed_batches(FULL, device, method, args.k, print, compile=args.compile)
         rows.append(
-            f"| {METHOD_NAMES[method]} | {base:,.0f} | {packed['processes']} x {args.k} seeds "
+            f"| {METHOD_NAMES[method]} | {base:,.0f} | {packed['processes']} x {args.k} seeds, compile {args.compile} "
             f"(peak {packed['peak_gib']:.2f} GiB each) | {packed['rate']:,.0f} | {packed['rate'] / base:.1f}x |"
         )
     table = "\n".join(

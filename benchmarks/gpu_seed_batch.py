@@ -126,12 +126,15 @@ def measure_seed_batched(
     return k * batch_size * steps / elapsed
 
 
-def serve_seed_batch(preset: str, method: str, k: int, device: str, batch_size: int) -> None:
-    """A packed trial process for benchmarks.gpu: builds and warms a k-seed step, prints {"ready",
-    "peak_bytes", "device_bytes"} (the peak that resources.gpu: auto would pack by), then answers each
-    {"start_at", "seconds"} line on stdin with {"steps", "elapsed"} of a timed window."""
+def serve_seed_batch(
+    preset: str, method: str, k: int, device: str, batch_size: int, *, compile: str = "none"
+) -> None:
+    """A packed trial process for benchmarks.gpu: builds and warms a k-seed step (compiled with mode
+    `compile`), prints {"ready", "peak_bytes", "device_bytes"} (the peak that resources.gpu: auto would
+    pack by), then answers each {"start_at", "seconds"} line on stdin with {"steps", "elapsed"} of a
+    timed window."""
     target = torch.device(device)
-    step = build_seed_batched_step(preset, method, k, device, batch_size)
+    step = build_seed_batched_step(preset, method, k, device, batch_size, compile=compile)
     for _ in range(WARMUP_STEPS):
         step()
     _synchronize(target)
@@ -171,7 +174,7 @@ if __name__ == "__main__":
     parser.add_argument("--serve", action="store_true", help="run as a packed trial process (benchmarks.gpu)")
     args = parser.parse_args()
     if args.serve:
-        serve_seed_batch(args.preset, args.method, args.k, args.device, args.batch_size)
+        serve_seed_batch(args.preset, args.method, args.k, args.device, args.batch_size, compile=args.compile)
         sys.exit(0)
     rate = measure_seed_batched(
         args.preset, args.method, args.k, args.steps, args.device, args.batch_size, compile=args.compile
