@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
 
@@ -73,12 +71,11 @@ def test_a_trial_step_builds_and_runs_with_pydantic_ray_and_mlflow_unimportable(
     assert "loaded: []" in completed.stdout
 
 
-@pytest.mark.parametrize("compile_mode", ["none", pytest.param("default", marks=pytest.mark.slow)])
-def test_a_packed_trial_process_reports_its_peak_then_steps_a_timed_window_on_request(compile_mode):
+def test_a_packed_trial_process_reports_its_peak_then_steps_a_timed_window_on_request():
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.gpu_seed_batch", "--serve", "--preset", "vit_lite_tiny",
          "--method", "autonorm_s", "--k", "2", "--device", "cpu", "--batch-size", "4",
-         "--compile", compile_mode],
+         "--compile", "none"],
         cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
     )  # fmt: skip
     try:
