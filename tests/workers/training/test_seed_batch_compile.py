@@ -18,6 +18,7 @@ import workers.training.seed_batch as seed_batch_module
 from models import build_model
 from models.layers import Attention
 from models.norms import mixed
+from tests.workers.training.test_compile import BASE
 from workers.training import TrainConfig
 from workers.training.compiled import RECOMPILE_LIMIT
 from workers.training.metrics import TaskLoss
@@ -26,18 +27,8 @@ from workers.training.seed_batch import SeedBatchedRun
 from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
 from workers.training.stacked import StackedModels
 
-# Two epochs of the tiny ViT on digits at batch 512 (each epoch ends with a short batch: a graph of its
-# own), AutoNorm-S freezing its selectors after epoch 1 (eps_h 0). Gumbel gate noise stays on.
-BASE = TrainConfig(
-    method="frozen_ln",
-    dataset="digits",
-    model="vit_lite_tiny",
-    knobs={"t_freeze": 1, "eps_h": 0.0},
-    epochs=2,
-    batch_size=512,
-    lr=3e-3,
-    warmup_epochs=0,
-)
+# test_compile's run (the tiny ViT on digits, short last batches, the AutoNorm-S freeze after epoch 1,
+# Gumbel noise on); a seed batch replaces its seed with each of SEEDS.
 SEEDS = (3, 4)
 
 
