@@ -3,7 +3,9 @@
 # process beside the rest: they spend most of their wall time waiting on image builds and containers
 # (about 6 of their 13 minutes from scratch on 2 cores), so side by side the suite finishes minutes
 # sooner than one after the other. Their output is kept in a log and printed after the main run; the
-# exit status fails when either run fails. With arguments (a path, -k, -m), one plain pytest run.
+# exit status fails when either run fails. Both runs' summaries (what failed, the counts) are printed
+# again last: CI keeps only the end of the output, and the docker log pushed the main run's failures out
+# of it. With arguments (a path, -k, -m), one plain pytest run.
 set -uo pipefail
 
 python="${VENV:-.venv}/bin/python"
@@ -18,19 +20,35 @@ if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
 fi
 
 docker_log="$(mktemp "${TMPDIR:-/tmp}/normlab-docker-tests.XXXXXX")"
+main_log="$(mktemp "${TMPDIR:-/tmp}/normlab-main-tests.XXXXXX")"
 echo "make test: the docker tests run alongside, their output follows the main run ($docker_log)"
 "$python" -m pytest -m docker >"$docker_log" 2>&1 &
 docker_pid=$!
 trap 'kill "$docker_pid" 2>/dev/null' INT TERM
 
-"$python" -m pytest -m "not docker"
-main_status=$?
+"$python" -m pytest -m "not docker" 2>&1 | tee "$main_log"
+main_status=${PIPESTATUS[0]}
 wait "$docker_pid"
 docker_status=$?
 
 echo
 echo "================================ docker tests ================================"
 cat "$docker_log"
+
+# pytest's own summary: from its "short test summary info" header (written under -ra when anything
+# failed, errored or skipped) to the end, else just its last line (the counts).
+print_summary() {
+  local name="$1" log="$2"
+  echo
+  echo "================================ summary: $name ================================"
+  if grep -q "short test summary info" "$log"; then
+    sed -n '/short test summary info/,$p' "$log"
+  else
+    tail -n 1 "$log"
+  fi
+}
+print_summary "main run (exit $main_status)" "$main_log"
+print_summary "docker tests (exit $docker_status)" "$docker_log"
 if [[ $main_status -ne 0 || $docker_status -ne 0 ]]; then
   echo "make test: FAILED (main run exit $main_status, docker run exit $docker_status)"
   exit 1
