@@ -21,6 +21,8 @@ AutoNorm-S is this layer plus `GateFreezer` (models/norms/freeze.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,12 +30,24 @@ from torch import nn
 
 from models.norms.autonorm_fused import autonorm_fused
 from models.norms.conditioning import TokenConditionedNorm
-from models.norms.mixed import _fast_path_applies, as_samples, mixed_norm, sample_token_mask, token_weights
+from models.norms.mixed import (
+    _TRITON_INSTALLED,
+    _fast_path_applies,
+    as_samples,
+    mixed_norm,
+    sample_token_mask,
+    token_weights,
+)
 
 __all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
 
 DYT_INDEX, LN_INDEX = 0, 1
 MAX_ENTROPY = math.log(2.0)
+# The whole layer as one Triton kernel each way on CUDA (models/norms/autonorm_triton.py). Off until a GPU
+# run of benchmarks/gpu_autonorm_kernel.py has timed it against the gate-in-torch path it would replace:
+# it is checked for correctness under Triton's interpreter only. Off, CUDA inputs take the eager gate and
+# the mixed-norm kernels of models/norms/mixed_triton.py.
+TRITON_LAYER_ON_CUDA = False
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -117,12 +131,12 @@ class AutoNorm(TokenConditionedNorm):
         xs = as_samples(x)  # (B, T, D)
         mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
         params = self.kernel_parameters()
-        # The fused kernel pools one mean per sample; causal prefix means take the eager path.
-        if not self.causal and _fast_path_applies(xs) and _all_float32(params):
-            # The kernel pools with per-token weights when a mask is given (1 / n_real on real tokens,
+        kernel = self._one_call_kernel(xs, params)
+        if kernel is not None:
+            # The kernels pool with per-token weights when a mask is given (1 / n_real on real tokens,
             # 0 on pads), so padded batches keep the fused path; no mask keeps the plain 1 / T mean.
             pool_weights = None if mask is None else token_weights(mask, torch.float32).contiguous()
-            y, probs = autonorm_fused(
+            y, probs = kernel(
                 xs, params, self.training, self.tau, self.hard, self.eps, token_weights=pool_weights
             )
             # Already non-differentiable. A plain attribute (never a parameter or buffer), so it skips
@@ -138,6 +152,21 @@ class AutoNorm(TokenConditionedNorm):
         cd = w_dyt * self.dyt_weight
         c0 = w_dyt * self.dyt_bias + w_ln * self.ln_bias
         return mixed_norm(xs, self.dyt_alpha, cl, cd, c0, eps=self.eps).reshape(x.shape)
+
+    def _one_call_kernel(
+        self, xs: torch.Tensor, params: tuple[torch.Tensor, ...]
+    ) -> Callable[..., Any] | None:
+        """The kernel that runs this whole layer call (gate included), or None for the eager gate."""
+        if self.causal:  # the kernels pool one mean per sample; causal prefix means stay eager
+            return None
+        if _fast_path_applies(xs) and _all_float32(params):
+            return autonorm_fused
+        if xs.is_cuda and TRITON_LAYER_ON_CUDA and _TRITON_INSTALLED:
+            from models.norms.autonorm_triton import autonorm_triton, autonorm_triton_applies
+
+            if autonorm_triton_applies(xs, params):
+                return autonorm_triton
+        return None
 
     def kernel_parameters(self) -> tuple[nn.Parameter, ...]:
         """Every parameter, in the order the fused kernel takes them (cheaper than .parameters())."""
