@@ -6,7 +6,8 @@ DyT and affine-free LayerNorm,
 with cl, cd, c0 of shape (B, D) (gate weights times per-channel affine parameters, folded on tiny
 tensors by the caller). On CPU float32 this runs as one fused kernel forward and one backward
 (`_kernel_loader`); on CUDA in float32, bfloat16 or float16 it runs as Triton kernels (`mixed_triton`,
-where triton is installed and `TRITON_ON_CUDA` is on); everywhere else (float64, CPU autocast dtypes,
+where triton is installed and `TRITON_ON_CUDA` is on) wherever their launches are traced or captured
+(`_triton_pays_off`); everywhere else (float64, CPU autocast dtypes,
 torch.func transforms on CPU) it runs as the eager composite below, which autograd differentiates and
 which defines the semantics.
 
@@ -111,8 +112,26 @@ def causal_token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -
 
 # Module-level switch: False keeps CUDA inputs on the eager composite (the benchmarks compare both).
 TRITON_ON_CUDA = True
+# Plain eager CUDA calls take the composite even with TRITON_ON_CUDA on: such a call is host-bound, and
+# on an H200 the kernels' launches cost more host time than their fusion saves (fwd+bwd per call: DyT
+# 967 vs 595 us, AutoNorm 2322 vs 2270 us; BENCHMARKS.md). Traced by torch.compile or captured in a CUDA
+# graph, where host time is gone, the kernels take 0.6-0.7x the composite's device time for DyT and the
+# bare mixed norm. True sends plain eager calls to the kernels as well (the benchmarks time both).
+TRITON_IN_PLAIN_EAGER = False
 # Looked up without importing triton: CPU-only runs never pay for that import.
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+
+
+def _triton_pays_off() -> bool:
+    """Whether a CUDA call should launch the Triton kernels: under torch.compile (Inductor launches them),
+    while a CUDA graph is being captured, under a torch.func transform (vmap over stacked seeds, where
+    the kernels' batching rules fold the seeds into one launch), or everywhere with TRITON_IN_PLAIN_EAGER."""
+    return (
+        TRITON_IN_PLAIN_EAGER
+        or torch.compiler.is_compiling()
+        or torch._C._are_functorch_transforms_active()
+        or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    )
 
 
 def _per_token(coefficient: torch.Tensor) -> torch.Tensor:
@@ -209,7 +228,7 @@ def mixed_norm(
     if per_sample and _fast_path_applies(x) and all(t.dtype == torch.float32 for t in (alpha, cl, cd, c0)):
         with torch.autocast(device_type="cpu", enabled=False):
             return _FusedMixedNorm.apply(x, alpha, cl, cd, c0, eps, use_ln)
-    if per_sample and TRITON_ON_CUDA and _TRITON_INSTALLED and x.device.type == "cuda":
+    if per_sample and TRITON_ON_CUDA and _TRITON_INSTALLED and x.device.type == "cuda" and _triton_pays_off():
         from models.norms.mixed_triton import mixed_norm_triton, triton_path_applies
 
         if triton_path_applies(x, alpha, cl, cd, c0):

@@ -292,6 +292,9 @@ def test_mixed_norm_sends_per_sample_cuda_inputs_to_the_kernels_unless_switched_
     dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     x, alpha, cl, cd, c0 = (t.requires_grad_(True) for t in make_inputs(2, 3, 96, dtype=dtype))
+    # A plain eager call is host-bound: by default it keeps the composite.
+    assert KERNEL_NODE not in autograd_node_names(mixed_norm(x, alpha, cl, cd, c0))
+    monkeypatch.setattr(mixed_module, "TRITON_IN_PLAIN_EAGER", True)
     assert KERNEL_NODE in autograd_node_names(mixed_norm(x, alpha, cl, cd, c0))
     per_token = cl.unsqueeze(1).expand(2, 3, 96)
     assert KERNEL_NODE not in autograd_node_names(mixed_norm(x, alpha, per_token, per_token, per_token))
@@ -304,6 +307,7 @@ def test_mixed_norm_sends_per_sample_cuda_inputs_to_the_kernels_unless_switched_
 def test_every_mixed_norm_layer_on_cuda_matches_its_eager_path_with_gradients(
     layer_cls: type[torch.nn.Module], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(mixed_module, "TRITON_IN_PLAIN_EAGER", True)  # the kernels in plain eager calls too
     layer = layer_cls(128).to(DEVICE).eval()  # eval: no Gumbel or uniform draws, the same gates twice
     with torch.no_grad():
         for param in layer.parameters():
@@ -327,7 +331,10 @@ def test_every_mixed_norm_layer_on_cuda_matches_its_eager_path_with_gradients(
 
 
 @needs_cuda
-def test_torch_compile_traces_autonorm_through_the_kernels_without_a_graph_break() -> None:
+def test_torch_compile_traces_autonorm_through_the_kernels_without_a_graph_break(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mixed_module, "TRITON_IN_PLAIN_EAGER", True)  # the eager run takes the kernels too
     layer = AutoNorm(128).to(DEVICE).eval()  # eval: the same gates in both runs
     with torch.no_grad():
         layer.selector.fc2.weight.normal_(std=0.5)
@@ -372,3 +379,31 @@ def test_a_captured_cuda_graph_replays_forward_and_backward_on_new_data() -> Non
     torch.testing.assert_close(captured[0], expected[0])
     for got, want in zip(captured[1:], expected[1], strict=True):
         torch.testing.assert_close(got, want)
+
+
+@needs_cuda
+def test_by_default_only_traced_or_captured_cuda_calls_launch_the_kernels() -> None:
+    x, alpha, cl, cd, c0 = make_inputs(4, 65, 128)
+    assert KERNEL_NODE not in autograd_node_names(mixed_norm(x, alpha, cl, cd, c0.requires_grad_(True)))
+    launched: list[bool] = []
+
+    def spy(*args: object) -> torch.Tensor:
+        launched.append(torch.cuda.is_current_stream_capturing())
+        return mixed_triton.mixed_norm_triton(*args)  # type: ignore[arg-type]
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compiles the kernels before capture, off the default stream
+        mixed_triton.mixed_norm_triton(x, alpha, cl, cd, c0)
+    torch.cuda.current_stream().wait_stream(side)
+    original = mixed_triton.mixed_norm_triton
+    graph = torch.cuda.CUDAGraph()
+    try:
+        mixed_triton.mixed_norm_triton = spy  # mixed_norm imports it at call time
+        with torch.cuda.graph(graph):
+            captured = mixed_norm(x, alpha, cl, cd, c0)
+    finally:
+        mixed_triton.mixed_norm_triton = original
+    graph.replay()
+    assert launched == [True]
+    torch.testing.assert_close(captured, mixed_norm_reference(x, alpha, cl, cd, c0), rtol=2e-5, atol=2e-5)
