@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from workers.training.compiled import CompiledCall
-from workers.training.optim import parameter_groups
+from workers.training.optim import adamw, parameter_groups
 from workers.training.stacked import StackedModels, attention_backends_for_vmap
 
 __all__ = [
@@ -52,7 +52,7 @@ def build_stacked_optimizer(
         group_names = [names[id(p)] for p in group["params"]]
         groups.append({**group, "params": [stacked.params[name] for name in group_names]})
         order.extend(group_names)
-    return torch.optim.AdamW(groups, lr=lr), order
+    return adamw(groups, lr=lr), order
 
 
 def clip_grad_norm_per_seed_(grads: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
