@@ -151,7 +151,8 @@ class TrialStep:
         labels = torch.randint(
             0, sizes.model_fields["num_classes"], (sizes.dataset_size,), generator=generator
         )
-        self.dataset = torch.utils.data.TensorDataset(images, labels)
+        # Where the loop gathers from: the split copied to the GPU once (workers.training.batches).
+        self.dataset = batches.device_resident(torch.utils.data.TensorDataset(images, labels), device)
         # What the loop builds for CIFAR-10 on vit_lite_paper (its default policy, also in the smoke run).
         self.augmenter = augment.ImageAugmenter(
             augment.default_augment("vit_lite_paper"), image_size=side, mirror_symmetric=True,
@@ -170,6 +171,7 @@ class TrialStep:
             if x.shape[0] == self.batch:  # full batches only: one static shape per compiled graph
                 return x, y
         order = torch.randperm(len(self.dataset), generator=self._generator)
+        order = order.to(self.dataset.tensors[0].device)  # as the loop: one copy an epoch
         self._batches = self._iterate_batches(self.dataset, self.batch, order=order)
         return next(self._batches)
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from workers.training.augment import build_augmenter
-from workers.training.batches import iterate_batches
+from workers.training.batches import device_resident, iterate_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
@@ -118,6 +118,8 @@ class TrainingRun:
         self.gated_layers = len(gated_norms(self.model))
         self.train_gates = TrainGateEntropy([norm for _, norm in gated_norms(self.model)])
         self.data_generator = torch.Generator().manual_seed(cfg.seed)
+        # Where training batches are gathered: the split itself, or its copy on the GPU (same values).
+        self.train_split = device_resident(self.bundle.train, self.device)
         self.mixer = build_mixer(cfg, self.bundle, cfg.seed)
         # Training batches only; its own generator (seeded from cfg.seed) is checkpointed with the run.
         self.augmenter = build_augmenter(
@@ -189,12 +191,15 @@ class TrainingRun:
         cfg, model = self.cfg, self.model
         model.train()
         order = torch.randperm(len(self.bundle.train), generator=self.data_generator)
+        split = self.train_split
+        if isinstance(split, torch.utils.data.TensorDataset):
+            order = order.to(split.tensors[0].device)  # one copy an epoch, not an index copy per step
         loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
         self.train_gates.reset()
         samples = 0
         bar = progress_bar(cfg, self.steps_per_epoch, f"epoch {self.epoch}/{cfg.epochs}")
         try:
-            for step, (x, y) in enumerate(iterate_batches(self.bundle.train, cfg.batch_size, order=order)):
+            for step, (x, y) in enumerate(iterate_batches(split, cfg.batch_size, order=order)):
                 if step >= self.steps_per_epoch:
                     break
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)

@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from workers.training.augment import build_augmenter
-from workers.training.batches import iterate_batches
+from workers.training.batches import device_resident, iterate_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.config import TrainConfig, model_config
 from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
@@ -305,8 +305,9 @@ class SeedBatchedRun:
         batch_size = self.cfg.batch_size
         if self._train_tensors is not None:
             size = orders.shape[1]
+            orders = orders.to(self._train_tensors[0].device)  # one copy an epoch, not one per step
             for start in range(0, size, batch_size):
-                index = orders[:, start : start + batch_size].to(self._train_tensors[0].device)  # (k, B)
+                index = orders[:, start : start + batch_size]  # (k, B)
                 x, y = (t[index] for t in self._train_tensors)
                 yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             return
@@ -464,12 +465,11 @@ class SeedBatchedRun:
         return self.freezers[index].layer_metrics(len(self.gate_layers))
 
     def _device_train_tensors(self) -> tuple[torch.Tensor, ...] | None:
-        """The training split's tensors, moved to the GPU once so the k-seed gather runs there; on CPU the
-        split's own tensors. None for datasets that are not a TensorDataset (read item by item)."""
-        dataset = self.bundle.train
-        if not isinstance(dataset, TensorDataset):
-            return None
-        return tuple(t.to(self.device) for t in dataset.tensors)
+        """The training split's tensors, moved to the GPU once (where they fit) so the k-seed gather runs
+        there; on CPU the split's own tensors. None for datasets that are not a TensorDataset (read item
+        by item)."""
+        dataset = device_resident(self.bundle.train, self.device)
+        return dataset.tensors if isinstance(dataset, TensorDataset) else None
 
 
 def _checked_seeds(seeds: Sequence[int]) -> list[int]:
