@@ -6,9 +6,10 @@
 Made for a GPU machine that has torch but not the service's dependencies (Ray, MLflow, pydantic): it
 imports models/, workers/training (torch-only) and benchmarks/gpu_seed_batch.py; the tests run it with
 those three packages made unimportable. No dataset can be downloaded there, so every trial trains on SYNTHETIC CIFAR-sized data (random 3x32x32 images, 10 classes)
-held on the CPU and copied per batch exactly as the training loop does; the figures measure speed only.
+placed as the training loop places its split (copied to the GPU once, `workers.training.batches
+.device_resident`); the figures measure speed only.
 
-One training step is the loop's step (workers/training/loop.py): batch gather and host-to-device copy,
+One training step is the loop's step (workers/training/loop.py): the batch gather (on the GPU),
 the preset's crop+flip augmentation on the device, bf16 autocast forward (optionally torch.compile'd, as
 `budget.compile` does), AutoNorm's per-step gate entropy, label-smoothed cross-entropy, backward, gradient
 clipping at 1.0, AdamW with the loop's parameter groups, the warmup-cosine scheduler. Not included: the
