@@ -9,13 +9,14 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.normlab-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install run demo test test-fast bench data-offline lint format clean
+.PHONY: help install run demo test test-fast bench bench-gpu data-offline lint format clean
 
 help:
 	@echo "make run           start MLflow + local Ray head + API on 127.0.0.1 (Ctrl-C stops all)"
 	@echo "make demo          make run, then submit studies/examples/quick.yaml and print the results"
 	@echo "make test          install, fetch offline data sources, run the whole test suite"
 	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
+	@echo "make bench-gpu     on a CUDA machine with torch (no venv): the GPU benchmarks into gpu-bench/, ~8 min"
 	@echo "make data-offline  install the offline dataset sources (science.md section 5)"
 
 $(STAMP): pyproject.toml
@@ -44,6 +45,17 @@ test-fast: $(STAMP)
 
 bench: $(STAMP) data-offline
 	$(BIN)/python -m benchmarks.run_all --output BENCHMARKS.md
+
+# The GPU scripts need only torch (and triton for the kernels), so this runs the machine's python3, not
+# the venv: a GPU box need not install the service. Raw tables go to $(GPU_OUT); BENCHMARKS.md's GPU
+# section is benchmarks/gpu_results.md, updated by hand from them (it carries the readings).
+GPU_OUT ?= gpu-bench
+bench-gpu:
+	mkdir -p $(GPU_OUT)
+	$(PYTHON) benchmarks/gpu_autonorm_kernel.py --compile > $(GPU_OUT)/kernels.md 2>&1; status=$$?; \
+		cat $(GPU_OUT)/kernels.md; exit $$status
+	$(PYTHON) benchmarks/gpu.py --out $(GPU_OUT)/trials.md
+	$(PYTHON) benchmarks/gpu_packing.py --out $(GPU_OUT)/packing.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
