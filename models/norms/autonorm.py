@@ -21,7 +21,8 @@ AutoNorm-S is this layer plus `GateFreezer` (models/norms/freeze.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -43,11 +44,21 @@ __all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
 
 DYT_INDEX, LN_INDEX = 0, 1
 MAX_ENTROPY = math.log(2.0)
+
+
+def layer_kernel_on(environ: Mapping[str, str]) -> bool:
+    """NORMLAB_AUTONORM_LAYER_KERNEL=1 turns the whole-layer CUDA kernel on (default 0)."""
+    value = environ.get("NORMLAB_AUTONORM_LAYER_KERNEL", "0").strip().lower()
+    if value not in ("0", "1", "false", "true", "no", "yes", "off", "on", ""):
+        raise ValueError(f"NORMLAB_AUTONORM_LAYER_KERNEL must be 0 or 1; got {value!r}")
+    return value in ("1", "true", "yes", "on")
+
+
 # The whole layer as one Triton kernel each way on CUDA (models/norms/autonorm_triton.py). Off until a GPU
 # run of benchmarks/gpu_autonorm_kernel.py has timed it against the gate-in-torch path it would replace:
 # it is checked for correctness under Triton's interpreter only. Off, CUDA inputs take the eager gate and
-# the mixed-norm kernels of models/norms/mixed_triton.py.
-TRITON_LAYER_ON_CUDA = False
+# the mixed norm (its kernels or its composite, models/norms/mixed.py).
+TRITON_LAYER_ON_CUDA = layer_kernel_on(os.environ)
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

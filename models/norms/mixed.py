@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
+from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
@@ -110,14 +112,29 @@ def causal_token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -
     return (sums / counts).to(x.dtype)
 
 
+GPU_KERNEL_MODES = ("auto", "always", "off")
+
+
+def gpu_kernel_mode(environ: Mapping[str, str]) -> str:
+    """NORMLAB_GPU_NORM_KERNELS: "auto" (the default: the Triton kernels where `_triton_pays_off`),
+    "always" (plain eager calls too) or "off" (the composite everywhere on CUDA)."""
+    mode = environ.get("NORMLAB_GPU_NORM_KERNELS", "auto").strip().lower() or "auto"
+    if mode not in GPU_KERNEL_MODES:
+        raise ValueError(
+            f"NORMLAB_GPU_NORM_KERNELS must be one of {', '.join(GPU_KERNEL_MODES)}; got {mode!r}"
+        )
+    return mode
+
+
+_MODE = gpu_kernel_mode(os.environ)
 # Module-level switch: False keeps CUDA inputs on the eager composite (the benchmarks compare both).
-TRITON_ON_CUDA = True
+TRITON_ON_CUDA = _MODE != "off"
 # Plain eager CUDA calls take the composite even with TRITON_ON_CUDA on: such a call is host-bound, and
 # on an H200 the kernels' launches cost more host time than their fusion saves (fwd+bwd per call: DyT
 # 967 vs 595 us, AutoNorm 2322 vs 2270 us; BENCHMARKS.md). Traced by torch.compile or captured in a CUDA
 # graph, where host time is gone, the kernels take 0.6-0.7x the composite's device time for DyT and the
 # bare mixed norm. True sends plain eager calls to the kernels as well (the benchmarks time both).
-TRITON_IN_PLAIN_EAGER = False
+TRITON_IN_PLAIN_EAGER = _MODE == "always"
 # Looked up without importing triton: CPU-only runs never pay for that import.
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 

@@ -168,3 +168,13 @@ def test_torch_func_grad_over_the_parameters_of_an_autonorm_fed_a_plain_input_ma
     want = torch.autograd.grad(norm(x).square().sum(), list(norm.parameters()))
     for name, expected in zip(params, want, strict=True):
         torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
+
+
+def test_the_environment_turns_the_whole_layer_cuda_kernel_on_and_a_typo_is_refused() -> None:
+    from models.norms.autonorm import layer_kernel_on
+
+    assert layer_kernel_on({}) is False
+    assert layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "1"}) is True
+    assert layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "off"}) is False
+    with pytest.raises(ValueError, match="must be 0 or 1; got 'maybe'"):
+        layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "maybe"})

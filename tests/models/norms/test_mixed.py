@@ -6,6 +6,8 @@ The rule itself needs no GPU; tests of the CUDA dispatch are in test_mixed_trito
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -42,3 +44,26 @@ def test_a_call_during_cuda_graph_capture_goes_to_the_kernels(monkeypatch: pytes
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     assert mixed._triton_pays_off()
+
+
+def test_the_environment_chooses_the_gpu_kernel_mode_and_a_typo_names_the_choices() -> None:
+    assert mixed.gpu_kernel_mode({}) == "auto"
+    assert mixed.gpu_kernel_mode({"NORMLAB_GPU_NORM_KERNELS": " Always "}) == "always"
+    assert mixed.gpu_kernel_mode({"NORMLAB_GPU_NORM_KERNELS": "off"}) == "off"
+    with pytest.raises(ValueError, match="auto, always, off; got 'sometimes'"):
+        mixed.gpu_kernel_mode({"NORMLAB_GPU_NORM_KERNELS": "sometimes"})
+
+
+def test_importing_with_the_kernels_off_or_always_sets_both_switches() -> None:
+    import subprocess
+    import sys
+
+    def switches(mode: str) -> str:
+        code = "from models.norms import mixed; print(mixed.TRITON_ON_CUDA, mixed.TRITON_IN_PLAIN_EAGER)"
+        env = {**os.environ, "NORMLAB_GPU_NORM_KERNELS": mode}
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True
+        ).stdout.strip()
+
+    assert switches("off") == "False False"
+    assert switches("always") == "True True"
