@@ -19,7 +19,14 @@ whose float32 coefficients promote it); one gate per sample (causal per-token ga
 functorch transforms (vmap over stacked seeds takes `mixed_triton`, which has vmap rules). Both
 launches are `torch.library.triton_op`s, so torch.compile traces them and CUDA graphs capture them.
 On CPU tensors the kernels run only under Triton's interpreter (TRITON_INTERPRET=1 before import),
-which is how the tests check them without a GPU.
+which is how the tests check their results without a GPU; the tests also compile them for an sm_90 GPU
+with Triton's own compiler (tests/models/norms/gpu_compile.py), which the interpreter does not stand
+in for.
+
+Not done: splitting a sample's tokens over several programs, as `mixed_triton` does. One program per
+sample fills an H200's 132 SMs at the ViT-Lite paper batch (128) but not at small batches or at
+(64, 197, 768), where each program walks 50 row tiles; the gate needs the whole sample's mean before
+any row is mixed, so a split costs a launch each way.
 """
 
 from __future__ import annotations
@@ -34,10 +41,13 @@ from models.norms.mixed_triton import MAX_DIM, SUPPORTED_DTYPES, _RefuseDoubleBa
 
 __all__ = ["autonorm_triton", "autonorm_triton_applies"]
 
-TILE_ELEMENTS = 4096  # of a (BLOCK_T, BLOCK_D) row tile, and of a (BLOCK_H, BLOCK_D) selector tile
+FORWARD_TILE_ELEMENTS = 4096  # of a (BLOCK_T, BLOCK_D) row tile
+BACKWARD_TILE_ELEMENTS = 2048  # the backward keeps about twice as many live values per element
+SELECTOR_TILE_ELEMENTS = 8192  # of a (BLOCK_H, BLOCK_D) tile of fc1's rows
 GATE_WIDTH = 4  # per-sample gate state: soft[2] (what the gradient flows through), weights[2] (what mixes)
-INV_SQRT2 = 0.7071067811865476
-INV_SQRT_2PI = 0.3989422804014327
+# The GPU compiler reads only constexpr globals inside a kernel (the interpreter reads any).
+INV_SQRT2 = tl.constexpr(0.7071067811865476)
+INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
 
 @triton.jit
@@ -168,15 +178,11 @@ def _autonorm_backward_kernel(
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < dim
     alpha = tl.load(alpha_ptr).to(tl.float32)
-    soft_dyt = tl.load(gate_ptr + sample * 4)
-    soft_ln = tl.load(gate_ptr + sample * 4 + 1)
     w_dyt = tl.load(gate_ptr + sample * 4 + 2)
     w_ln = tl.load(gate_ptr + sample * 4 + 3)
-    dyt_w = tl.load(dyt_w_ptr + cols, mask=col_mask, other=0.0)
-    dyt_b = tl.load(dyt_b_ptr + cols, mask=col_mask, other=0.0)
-    ln_w = tl.load(ln_w_ptr + cols, mask=col_mask, other=0.0)
-    ln_b = tl.load(ln_b_ptr + cols, mask=col_mask, other=0.0)
-    cl, cd = w_ln * ln_w, w_dyt * dyt_w
+    # Only cd lives through pass 1; the other (D,) vectors are loaded where they are needed, which keeps
+    # the backward's registers from spilling at (BLOCK_T, BLOCK_D) = (16, 128).
+    cd = w_dyt * tl.load(dyt_w_ptr + cols, mask=col_mask, other=0.0)
     # Pass 1: the gradients of the folded (D,) coefficients and of alpha, summed over the sample's rows.
     dcl = tl.zeros([BLOCK_D], dtype=tl.float32)
     dcd = tl.zeros([BLOCK_D], dtype=tl.float32)
@@ -200,6 +206,12 @@ def _autonorm_backward_kernel(
         dc0 += tl.sum(g, axis=0)
         dalpha += tl.sum(g * cd[None, :] * (1.0 - th * th) * x, axis=1)
     # Gate backward: the two mixing weights, then the (Gumbel-)softmax down to the logits.
+    soft_dyt = tl.load(gate_ptr + sample * 4)
+    soft_ln = tl.load(gate_ptr + sample * 4 + 1)
+    dyt_w = tl.load(dyt_w_ptr + cols, mask=col_mask, other=0.0)
+    dyt_b = tl.load(dyt_b_ptr + cols, mask=col_mask, other=0.0)
+    ln_w = tl.load(ln_w_ptr + cols, mask=col_mask, other=0.0)
+    ln_b = tl.load(ln_b_ptr + cols, mask=col_mask, other=0.0)
     d_dyt = tl.sum(dcd * dyt_w + dc0 * dyt_b, axis=0)
     d_ln = tl.sum(dcl * ln_w + dc0 * ln_b, axis=0)
     soft_dot = soft_dyt * d_dyt + soft_ln * d_ln
@@ -235,6 +247,7 @@ def _autonorm_backward_kernel(
     if not HAS_TOKEN_WEIGHTS:
         dpool = dpool / tokens
     # Pass 2: dx = the LayerNorm and DyT terms of each row + its token's share of dpool.
+    cl = w_ln * tl.load(ln_w_ptr + cols, mask=col_mask, other=0.0)
     for start in range(0, tokens, BLOCK_T):
         token = start + tl.arange(0, BLOCK_T)
         row_mask = token < tokens
@@ -259,11 +272,12 @@ def _autonorm_backward_kernel(
         tl.store(dx_ptr + offsets, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-def _blocks(tokens: int, dim: int, width: int) -> tuple[int, int, int, int]:
-    """(BLOCK_T, BLOCK_D, BLOCK_H, num_warps): whole rows per tile, about TILE_ELEMENTS values a tile."""
+def _blocks(tokens: int, dim: int, width: int, tile_elements: int) -> tuple[int, int, int, int]:
+    """(BLOCK_T, BLOCK_D, BLOCK_H, num_warps): whole rows per tile, about `tile_elements` values a row
+    tile and SELECTOR_TILE_ELEMENTS a tile of fc1."""
     block_d = triton.next_power_of_2(dim)
-    block_t = max(1, min(triton.next_power_of_2(tokens), TILE_ELEMENTS // block_d))
-    block_h = max(1, min(triton.next_power_of_2(width), TILE_ELEMENTS // block_d))
+    block_t = max(1, min(triton.next_power_of_2(tokens), tile_elements // block_d))
+    block_h = max(1, min(triton.next_power_of_2(width), SELECTOR_TILE_ELEMENTS // block_d))
     num_warps = min(16, max(4, block_t * block_d // 1024))
     return block_t, block_d, block_h, num_warps
 
@@ -304,7 +318,7 @@ def _forward_kernels(
     mean, rstd = buffer(batch, tokens), buffer(batch, tokens)
     pooled, pre, hidden = buffer(batch, dim), buffer(batch, width), buffer(batch, width)
     gate = buffer(batch, GATE_WIDTH)
-    block_t, block_d, block_h, num_warps = _blocks(tokens, dim, width)
+    block_t, block_d, block_h, num_warps = _blocks(tokens, dim, width, FORWARD_TILE_ELEMENTS)
     wrap_triton(_autonorm_forward_kernel)[(batch,)](
         x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2,
         _dummy(x) if exp_noise is None else exp_noise, _dummy(x) if token_weights is None else token_weights,
@@ -341,7 +355,7 @@ def _backward_kernels(
     partial_width = 4 * dim + 1 + width + 2
     dx = torch.empty_like(x)
     partial = torch.empty(batch, partial_width, dtype=torch.float32, device=x.device)
-    block_t, block_d, block_h, num_warps = _blocks(tokens, dim, width)
+    block_t, block_d, block_h, num_warps = _blocks(tokens, dim, width, BACKWARD_TILE_ELEMENTS)
     wrap_triton(_autonorm_backward_kernel)[(batch,)](
         grad, x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, w2, mean, rstd, pre, gate,
         _dummy(x) if token_weights is None else token_weights, dx, partial,
@@ -457,7 +471,11 @@ def autonorm_triton(
     `autonorm_triton_applies`. params and token_weights as `autonorm_fused` takes them."""
     # One standard exponential draw per logit, shaped as F.gumbel_softmax draws it on the eager path, so
     # a seeded run consumes the generator the same way on both paths.
-    exp_noise = torch.empty(xs.shape[0], 2, device=xs.device).exponential_() if training else None
+    exp_noise = (
+        torch.empty(xs.shape[0], 2, dtype=torch.float32, device=xs.device).exponential_()
+        if training
+        else None
+    )
     if token_weights is not None and (
         token_weights.shape != xs.shape[:2] or token_weights.dtype != torch.float32
     ):
