@@ -241,11 +241,47 @@ def test_torch_compile_traces_the_switched_on_layer_without_a_graph_break(
     x = torch.randn(8, 17, 64, device=DEVICE)
     explanation = torch._dynamo.explain(layer)(x)
     assert explanation.graph_break_count == 0
-    compiled = torch.compile(layer, fullgraph=True)
-    torch.manual_seed(SEED)
-    got = compiled(x)
-    torch.manual_seed(SEED)
-    torch.testing.assert_close(got, layer(x), atol=1e-4, rtol=1e-4)
+    layer.eval()  # the same gates in both runs: inductor draws its own Gumbel noise
+    upstream = torch.randn(8, 17, 64, device=DEVICE)
+
+    def run(forward) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+        leaf = x.clone().requires_grad_(True)
+        y = forward(leaf)
+        return [y, *torch.autograd.grad(y, [leaf, *layer.parameters()], upstream)]
+
+    compiled = run(torch.compile(layer, fullgraph=True))
+    for got, want in zip(compiled, run(layer), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@needs_cuda
+def test_a_captured_cuda_graph_of_the_switched_on_layer_replays_on_new_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(autonorm_module, "TRITON_LAYER_ON_CUDA", True)
+    layer = perturbed_layer(64).eval()
+    static_x = torch.randn(8, 17, 64, device=DEVICE, requires_grad=True)
+    upstream = torch.randn(8, 17, 64, device=DEVICE)
+
+    def step() -> list[torch.Tensor]:
+        y = layer(static_x)
+        return [y, *torch.autograd.grad(y, [static_x, *layer.parameters()], upstream)]
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compiles the kernels before capture, off the default stream
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    new_x = torch.randn_like(static_x)
+    with torch.no_grad():
+        static_x.copy_(new_x)
+    graph.replay()
+    expected = step()
+    for got, want in zip(captured, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_the_operators_torch_compile_traces_give_what_the_direct_launch_gives(
