@@ -15,9 +15,11 @@ the saved per-sample activations. A forward is the noise draw plus one kernel, a
 one sum and two matmuls.
 
 Scope: float32 parameters; x float32, bfloat16 or float16 (the output is float32, as on the eager path
-whose float32 coefficients promote it); one gate per sample (causal per-token gates stay eager); no
-functorch transforms (vmap over stacked seeds takes `mixed_triton`, which has vmap rules). Both
-launches are `torch.library.triton_op`s, so torch.compile traces them and CUDA graphs capture them.
+whose float32 coefficients promote it); one gate per sample (causal per-token gates stay eager).
+Stacked seeds: under torch.func.vmap (and grad) both operators fold the V copies into the samples of
+one launch, each copy reading its own parameters, so k seeds cost one launch as one seed does. Forward-
+mode AD and double backward are not supported (the latter raises). Both launches are
+`torch.library.triton_op`s, so torch.compile traces them and CUDA graphs capture them.
 On CPU tensors the kernels run only under Triton's interpreter (TRITON_INTERPRET=1 before import),
 which is how the tests check their results without a GPU; the tests also compile them for an sm_90 GPU
 with Triton's own compiler (tests/models/norms/gpu_compile.py), which the interpreter does not stand
@@ -37,7 +39,15 @@ import triton.language as tl
 from torch._library.triton import set_wrap_triton_enabled
 from torch.library import triton_op, wrap_triton
 
-from models.norms.mixed_triton import MAX_DIM, SUPPORTED_DTYPES, _RefuseDoubleBackward, _tanh
+from models.norms.mixed_triton import (
+    MAX_DIM,
+    SUPPORTED_DTYPES,
+    _fold,
+    _RefuseDoubleBackward,
+    _tanh,
+    _unfold,
+    _vmapped_first,
+)
 
 __all__ = ["autonorm_triton", "autonorm_triton_applies"]
 
@@ -74,11 +84,22 @@ def _erf(v):
 def _autonorm_forward_kernel(
     x_ptr, alpha_ptr, dyt_w_ptr, dyt_b_ptr, ln_w_ptr, ln_b_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr,
     noise_ptr, tw_ptr, y_ptr, mean_ptr, rstd_ptr, pooled_ptr, pre_ptr, hidden_ptr, gate_ptr, probs_ptr,
-    tokens, dim, width, tau, eps,
+    tokens, dim, width, samples_per_copy, tau, eps,
     HAS_NOISE: tl.constexpr, HAS_TOKEN_WEIGHTS: tl.constexpr, HARD: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
 ):  # fmt: skip
     sample = tl.program_id(0).to(tl.int64)
+    # Stacked seeds (vmap) fold their copies into the samples; each copy reads its own parameters.
+    copy = sample // samples_per_copy
+    alpha_ptr += copy
+    dyt_w_ptr += copy * dim
+    dyt_b_ptr += copy * dim
+    ln_w_ptr += copy * dim
+    ln_b_ptr += copy * dim
+    w1_ptr += copy * width * dim
+    b1_ptr += copy * width
+    w2_ptr += copy * 2 * width
+    b2_ptr += copy * 2
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < dim
     # Pass 1: each row's mean and rstd (saved for the backward) and the token mean the selector reads.
@@ -171,10 +192,18 @@ def _autonorm_forward_kernel(
 def _autonorm_backward_kernel(
     grad_ptr, x_ptr, alpha_ptr, dyt_w_ptr, dyt_b_ptr, ln_w_ptr, ln_b_ptr, w1_ptr, w2_ptr,
     mean_ptr, rstd_ptr, pre_ptr, gate_ptr, tw_ptr, dx_ptr, partial_ptr,
-    tokens, dim, width, partial_width, inv_tau,
+    tokens, dim, width, samples_per_copy, partial_width, inv_tau,
     HAS_TOKEN_WEIGHTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
 ):  # fmt: skip
     sample = tl.program_id(0).to(tl.int64)
+    copy = sample // samples_per_copy  # as in the forward
+    alpha_ptr += copy
+    dyt_w_ptr += copy * dim
+    dyt_b_ptr += copy * dim
+    ln_w_ptr += copy * dim
+    ln_b_ptr += copy * dim
+    w1_ptr += copy * width * dim
+    w2_ptr += copy * 2 * width
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < dim
     alpha = tl.load(alpha_ptr).to(tl.float32)
@@ -282,6 +311,12 @@ def _blocks(tokens: int, dim: int, width: int, tile_elements: int) -> tuple[int,
     return block_t, block_d, block_h, num_warps
 
 
+def _samples_per_copy(batch: int, alpha: torch.Tensor) -> int:
+    """Samples that share one copy of the parameters: all of them, or batch / V for V stacked copies
+    (the vmap rules below pass each parameter as (V, ...), alpha as (V,))."""
+    return batch // alpha.numel()
+
+
 def _dummy(x: torch.Tensor) -> torch.Tensor:
     """A stand-in for an absent optional input: the kernels never read it (its flag is off)."""
     return x.new_empty(1, dtype=torch.float32)
@@ -309,7 +344,7 @@ def _forward_kernels(
     """-> y (B, T, D) float32, probs (B, 2), and the saved state: mean, rstd (B, T), pooled (B, D),
     pre and hidden (B, H), gate (B, 4) = soft[2], weights[2]."""
     batch, tokens, dim = x.shape
-    width = w1.shape[0]
+    width = w1.shape[-2]  # fc1 is (H, D), or (V, H, D) for V stacked copies
 
     def buffer(*shape: int) -> torch.Tensor:
         return torch.empty(shape, dtype=torch.float32, device=x.device)
@@ -323,7 +358,7 @@ def _forward_kernels(
         x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2,
         _dummy(x) if exp_noise is None else exp_noise, _dummy(x) if token_weights is None else token_weights,
         y, mean, rstd, pooled, pre, hidden, gate, probs,
-        tokens, dim, width, tau, eps,
+        tokens, dim, width, _samples_per_copy(batch, alpha), tau, eps,
         HAS_NOISE=exp_noise is not None, HAS_TOKEN_WEIGHTS=token_weights is not None,
         HARD=hard and exp_noise is not None,
         BLOCK_T=block_t, BLOCK_D=block_d, BLOCK_H=block_h, num_warps=num_warps,
@@ -351,7 +386,7 @@ def _backward_kernels(
     """-> dx (B, T, D) in x's dtype and the float32 per-sample partials (B, 4D + 1 + H + 2)."""
     grad = grad.contiguous()
     batch, tokens, dim = x.shape
-    width = w1.shape[0]
+    width = w1.shape[-2]  # fc1 is (H, D), or (V, H, D) for V stacked copies
     partial_width = 4 * dim + 1 + width + 2
     dx = torch.empty_like(x)
     partial = torch.empty(batch, partial_width, dtype=torch.float32, device=x.device)
@@ -359,7 +394,7 @@ def _backward_kernels(
     wrap_triton(_autonorm_backward_kernel)[(batch,)](
         grad, x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, w2, mean, rstd, pre, gate,
         _dummy(x) if token_weights is None else token_weights, dx, partial,
-        tokens, dim, width, partial_width, inv_tau,
+        tokens, dim, width, _samples_per_copy(batch, alpha), partial_width, inv_tau,
         HAS_TOKEN_WEIGHTS=token_weights is not None,
         BLOCK_T=block_t, BLOCK_D=block_d, BLOCK_H=block_h, num_warps=num_warps,
     )  # fmt: skip
@@ -371,8 +406,9 @@ _backward_op = triton_op("normlab::autonorm_backward", mutates_args=())(_backwar
 
 
 def _direct_launch() -> bool:
-    """Plain eager calls launch the kernels without the operator dispatch; torch.compile traces the ops."""
-    return not torch.compiler.is_compiling()
+    """Plain eager calls launch the kernels without the operator dispatch; torch.compile traces the ops
+    and vmap batches them through the rules below."""
+    return not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
 
 
 def _run_forward(*args: object) -> tuple[torch.Tensor, ...]:
@@ -389,26 +425,71 @@ def _run_backward(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
     return _backward_op(*args)
 
 
+def _stacked(batch_size: int, in_dims: tuple[int | None, ...], tensors: tuple) -> list:  # type: ignore[type-arg]
+    """Under vmap: each tensor (V, ...) with its vmapped dim first (unbatched ones expanded); None stays."""
+    present = [(i, t) for i, t in enumerate(tensors) if t is not None]
+    moved = _vmapped_first(batch_size, tuple(in_dims[i] for i, _ in present), tuple(t for _, t in present))
+    result: list = list(tensors)  # type: ignore[type-arg]
+    for (i, _), t in zip(present, moved, strict=True):
+        result[i] = t
+    return result
+
+
+def _folded(t: torch.Tensor | None) -> torch.Tensor | None:
+    """(V, B, ...) -> contiguous (V * B, ...): every copy's samples in one launch."""
+    return None if t is None else _fold(t).contiguous()
+
+
+@_forward_op.register_vmap
+def _forward_vmap(info, in_dims, *args):  # type: ignore[no-untyped-def]
+    # x (V, B, T, D) -> (V * B, T, D); the parameters stay (V, ...), read per copy (`_samples_per_copy`).
+    tensors = _stacked(info.batch_size, in_dims[:12], args[:12])
+    x, params, noise, weights = tensors[0], tensors[1:10], tensors[10], tensors[11]
+    outputs = _forward_op(
+        _folded(x), *(p.contiguous() for p in params), _folded(noise), _folded(weights), *args[12:]
+    )
+    return tuple(_unfold(info.batch_size, t) for t in outputs), (0,) * len(outputs)
+
+
+@_backward_op.register_vmap
+def _backward_vmap(info, in_dims, *args):  # type: ignore[no-untyped-def]
+    # args: grad, x, the seven parameters the backward reads, mean, rstd, pre, gate, token_weights, inv_tau
+    tensors = _stacked(info.batch_size, in_dims[:14], args[:14])
+    per_sample = [_folded(t) for t in tensors[:2]], [_folded(t) for t in tensors[9:14]]
+    params = [p.contiguous() for p in tensors[2:9]]
+    outputs = _backward_op(*per_sample[0], *params, *per_sample[1], args[14])
+    return tuple(_unfold(info.batch_size, t) for t in outputs), (0, 0)
+
+
 class _AutoNormTritonFunction(torch.autograd.Function):
+    # Under vmap (stacked seeds) functorch runs forward and backward on batched tensors, and the ops'
+    # vmap rules fold the copies into the samples of one launch.
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx, x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2, exp_noise, token_weights,
+        x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2, exp_noise, token_weights,
         tau: float, hard: bool, eps: float,
     ):  # type: ignore[no-untyped-def]  # fmt: skip
-        y, probs, mean, rstd, pooled, pre, hidden, gate = _run_forward(
+        # -> y, probs, then the state the backward reads: mean, rstd, pooled, pre, hidden, gate
+        return _run_forward(
             x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2, exp_noise, token_weights, tau, hard, eps
         )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+        x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, _b1, w2, _b2, exp_noise, token_weights, tau = inputs[:13]
+        _y, probs, mean, rstd, pooled, pre, hidden, gate = output
         # token_weights (or None) rides along undifferentiated: a constant of the mask.
         ctx.save_for_backward(
             x, alpha, dyt_w, dyt_b, ln_w, ln_b, w1, w2, mean, rstd, pooled, pre, hidden, gate, token_weights
         )
         ctx.inv_tau = 1.0 if exp_noise is None else 1.0 / tau  # eval differentiates the plain softmax
-        ctx.mark_non_differentiable(probs)
-        ctx.set_materialize_grads(False)  # probs never has a gradient: no zeros to allocate for it
-        return y, probs
+        ctx.mark_non_differentiable(probs, mean, rstd, pooled, pre, hidden, gate)
+        ctx.set_materialize_grads(False)  # only y ever has a gradient: no zeros to allocate for the rest
 
     @staticmethod
-    def backward(ctx, grad, _grad_probs):  # type: ignore[no-untyped-def,override]
+    def backward(ctx, grad, *_state_grads):  # type: ignore[no-untyped-def,override]
         if grad is None:  # only reachable with materialize_grads off: nothing flowed into y
             return (None,) * 15
         saved = ctx.saved_tensors
@@ -423,7 +504,7 @@ class _AutoNormTritonFunction(torch.autograd.Function):
         if torch.is_grad_enabled():
             anchors = [t for t in saved if t is not None]
             dx, partial = _RefuseDoubleBackward.apply(dx, partial, grad, *anchors)
-        dim, width = x.shape[-1], w1.shape[0]
+        dim, width = x.shape[-1], w1.shape[-2]
         needs = ctx.needs_input_grad
         totals = partial.sum(dim=0)  # (P,)
         d_ln_w, d_dyt_w, d_dyt_b, d_ln_b = totals[: 4 * dim].view(4, dim).unbind(0)
@@ -447,12 +528,15 @@ class _AutoNormTritonFunction(torch.autograd.Function):
         )  # fmt: skip
 
 
+# Function.apply's Python wrapper binds default arguments and checks for torch.func transforms (tens of
+# microseconds a call); plain eager calls, which need neither, go straight to the C entry point.
+_apply_directly = super(torch.autograd.Function, _AutoNormTritonFunction).apply
+
+
 def autonorm_triton_applies(xs: torch.Tensor, params: tuple[torch.Tensor, ...]) -> bool:
     """Whether the kernels take this layer call: xs (B, T, D) in a supported dtype with rows of at most
-    MAX_DIM, float32 parameters, and no functorch transform active. (The device is the caller's call.)"""
+    MAX_DIM and float32 parameters. (The device is the caller's call.)"""
     if xs.dim() != 3 or xs.shape[-1] > MAX_DIM or xs.dtype not in SUPPORTED_DTYPES:
-        return False
-    if torch._C._are_functorch_transforms_active():
         return False
     float32 = torch.float32
     return all([p.dtype is float32 for p in params])
@@ -471,11 +555,11 @@ def autonorm_triton(
     `autonorm_triton_applies`. params and token_weights as `autonorm_fused` takes them."""
     # One standard exponential draw per logit, shaped as F.gumbel_softmax draws it on the eager path, so
     # a seeded run consumes the generator the same way on both paths.
-    exp_noise = (
-        torch.empty(xs.shape[0], 2, dtype=torch.float32, device=xs.device).exponential_()
-        if training
-        else None
-    )
+    # Shaped after xs itself, so that under vmap the draw is batched: one per stacked copy.
+    exp_noise = None
+    if training:
+        exp_noise = torch.empty_like(xs[:, 0, :1], dtype=torch.float32).expand(-1, 2).contiguous()
+        exp_noise.exponential_()
     if token_weights is not None and (
         token_weights.shape != xs.shape[:2] or token_weights.dtype != torch.float32
     ):
@@ -484,7 +568,9 @@ def autonorm_triton(
             f"{tuple(token_weights.shape)}"
         )
     contiguous = [p.contiguous() for p in params]
-    return _AutoNormTritonFunction.apply(
+    apply = _apply_directly if _direct_launch() else _AutoNormTritonFunction.apply
+    y, probs, *_state = apply(
         xs.contiguous(), *contiguous, exp_noise, None if token_weights is None else token_weights.contiguous(),
         float(tau), bool(hard), float(eps),
     )  # fmt: skip
+    return y, probs

@@ -185,12 +185,6 @@ def test_the_kernels_refuse_what_they_do_not_cover() -> None:
     assert not autonorm_triton.autonorm_triton_applies(x.double(), params)
     assert not autonorm_triton.autonorm_triton_applies(x, tuple(p.double() for p in params))
     assert not autonorm_triton.autonorm_triton_applies(x[0], params)
-    # Stacked seeds (vmap) take the mixed-norm kernels, which have vmap rules.
-    seen: list[bool] = []
-    torch.func.vmap(lambda t: (seen.append(autonorm_triton.autonorm_triton_applies(t, params)), t)[1])(
-        x[None]
-    )
-    assert seen == [False]
     with pytest.raises(ValueError, match="token_weights must be float32"):
         autonorm_triton.autonorm_triton(x, params, True, 0.5, False, 1e-5, token_weights=torch.ones(2, 4))
 
@@ -294,3 +288,76 @@ def test_the_operators_torch_compile_traces_give_what_the_direct_launch_gives(
     monkeypatch.setattr(autonorm_triton, "_direct_launch", lambda: False)
     through_ops = kernel_run(layer, x, upstream, mask)
     assert all(torch.equal(a, b) for a, b in zip(direct, through_ops, strict=True))
+
+
+def stacked_parameters(copies: int, dim: int) -> tuple[list[AutoNorm], tuple[torch.Tensor, ...]]:
+    """`copies` differently perturbed layers and their kernel parameters stacked (V, ...), as seed
+    batching stacks them."""
+    layers = []
+    for index in range(copies):
+        layer = perturbed_layer(dim)
+        with torch.no_grad():
+            for param in layer.parameters():
+                param.add_(0.1 * (index + 1) * torch.randn_like(param))
+        layers.append(layer)
+    stacked = tuple(
+        torch.stack(ps).detach() for ps in zip(*(layer.kernel_parameters() for layer in layers), strict=True)
+    )
+    return layers, stacked
+
+
+def seed_loss(training: bool, hard: bool = False, weights: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
+    def loss(params: tuple[torch.Tensor, ...], x: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
+        y, _ = autonorm_triton.autonorm_triton(x, params, training, 0.7, hard, 1e-5, token_weights=weights)
+        return (y * upstream).sum()
+
+    return loss
+
+
+@pytest.mark.parametrize(("training", "hard"), [(False, False), (True, False), (True, True)])
+def test_vmap_of_grad_over_stacked_seeds_matches_each_seed_alone(training: bool, hard: bool) -> None:
+    layers, stacked = stacked_parameters(3, 24)
+    xs = torch.randn(3, 4, 6, 24, device=DEVICE)
+    upstreams = torch.randn(3, 4, 6, 24, device=DEVICE)
+    mask = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]], device=DEVICE).bool()
+    weights = token_weights(mask, torch.float32).contiguous()
+    # randomness="same": every seed draws what a lone run draws after the same torch.manual_seed.
+    torch.manual_seed(SEED)
+    vmapped = torch.func.vmap(
+        torch.func.grad(seed_loss(training, hard, weights), argnums=(0, 1)), randomness="same"
+    )
+    grads, grad_x = vmapped(stacked, xs, upstreams)
+    for seed, layer in enumerate(layers):
+        layer.train(training)
+        layer.hard, layer.tau = hard, 0.7
+        alone = kernel_run(layer, xs[seed], upstreams[seed], mask)  # y, probs, dx, then nine parameters
+        torch.testing.assert_close(grad_x[seed], alone[2], atol=2e-5, rtol=1e-4)
+        for index, (got, want) in enumerate(zip((g[seed] for g in grads), alone[3:], strict=True)):
+            torch.testing.assert_close(
+                got, want, atol=2e-5, rtol=1e-4, msg=lambda m, i=index: f"param {i}: {m}"
+            )
+
+
+def test_vmap_of_the_forward_over_stacked_seeds_on_one_shared_input_matches_each_seed_alone() -> None:
+    layers, stacked = stacked_parameters(2, 16)
+    x = torch.randn(3, 5, 16, device=DEVICE)
+
+    def forward(params: tuple[torch.Tensor, ...], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return autonorm_triton.autonorm_triton(x, params, False, 0.5, False, 1e-5)
+
+    ys, probs = torch.func.vmap(forward, in_dims=(0, None))(stacked, x)  # evaluation: one batch, every seed
+    for seed, layer in enumerate(layers):
+        y_alone, probs_alone = forward(layer.kernel_parameters(), x)
+        torch.testing.assert_close(ys[seed], y_alone, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(probs[seed], probs_alone, atol=1e-6, rtol=1e-5)
+
+
+def test_torch_func_grad_matches_autograd() -> None:
+    layer = perturbed_layer(16).eval()
+    x, upstream = torch.randn(3, 4, 16, device=DEVICE), torch.randn(3, 4, 16, device=DEVICE)
+    params = tuple(p.detach() for p in layer.kernel_parameters())
+    got = torch.func.grad(seed_loss(False), argnums=(0, 1))(params, x, upstream)
+    want = kernel_run(layer, x, upstream)
+    torch.testing.assert_close(got[1], want[2], atol=1e-6, rtol=1e-5)
+    for g, w in zip(got[0], want[3:], strict=True):
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-5)
