@@ -95,23 +95,24 @@ class StackedModels:
     def compilable_forms(self) -> Iterator[None]:
         """Within: the template's attention as plain matmuls (models.layers.Attention.explicit_math) and the
         mixed norms as their eager composite instead of the Triton kernels (models.norms.mixed
-        .TRITON_ON_CUDA): the forms that vmap(grad) compiles on every device. The fused attention
+        .TRITON_ON_CUDA, and AutoNorm's whole-layer kernel, models.norms.autonorm.TRITON_LAYER_ON_CUDA):
+        the forms that vmap(grad) compiles on every device. The fused attention
         kernels' backwards have no batching rule (vmap loops over the seeds) and cuDNN's none that
         compiles; the Triton operators are left out of an untested trace. Outside, evaluation and an
         eager fallback keep the fused kernels."""
-        from models.norms import mixed
+        from models.norms import autonorm, mixed
 
         attention = self._attention_modules()
-        triton_on_cuda = mixed.TRITON_ON_CUDA
+        triton_on_cuda, layer_kernel = mixed.TRITON_ON_CUDA, autonorm.TRITON_LAYER_ON_CUDA
         for module in attention:
             module.explicit_math = True
-        mixed.TRITON_ON_CUDA = False
+        mixed.TRITON_ON_CUDA = autonorm.TRITON_LAYER_ON_CUDA = False
         try:
             yield
         finally:
             for module in attention:
                 module.explicit_math = False
-            mixed.TRITON_ON_CUDA = triton_on_cuda
+            mixed.TRITON_ON_CUDA, autonorm.TRITON_LAYER_ON_CUDA = triton_on_cuda, layer_kernel
 
     def _attention_modules(self) -> list[Attention]:
         from models.layers import Attention

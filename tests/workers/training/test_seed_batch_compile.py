@@ -17,7 +17,7 @@ from torch._dynamo.backends.registry import lookup_backend
 import workers.training.seed_batch as seed_batch_module
 from models import build_model
 from models.layers import Attention
-from models.norms import mixed
+from models.norms import autonorm, mixed
 from tests.workers.training.test_compile import BASE
 from workers.training import TrainConfig
 from workers.training.compiled import RECOMPILE_LIMIT
@@ -132,13 +132,16 @@ def test_a_compiler_failure_warns_once_and_the_stacked_step_continues_eager():
         torch.testing.assert_close(param, eager.stacked.params[name], msg=name)
 
 
-def test_the_step_compiles_in_the_compilable_forms_and_evaluation_keeps_the_fused_kernels():
+def test_the_step_compiles_in_the_compilable_forms_and_evaluation_keeps_the_fused_kernels(monkeypatch):
+    monkeypatch.setattr(autonorm, "TRITON_LAYER_ON_CUDA", True)  # switched on, and still off in the trace
     aot_eager = lookup_backend("aot_eager")
     seen = []
 
     def recording_backend(graph_module, example_inputs):
         attention = [m for m in step.stacked.template.modules() if isinstance(m, Attention)]
-        seen.append((mixed.TRITON_ON_CUDA, [m.explicit_math for m in attention]))
+        seen.append(
+            (mixed.TRITON_ON_CUDA or autonorm.TRITON_LAYER_ON_CUDA, [m.explicit_math for m in attention])
+        )
         return aot_eager(graph_module, example_inputs)
 
     step = _step(_identical_models("autonorm", 0.0), compile="default", compile_backend=recording_backend)
@@ -147,7 +150,8 @@ def test_the_step_compiles_in_the_compilable_forms_and_evaluation_keeps_the_fuse
     assert seen == [(False, [True, True])]  # vit_lite_tiny: two blocks
     # After the call: the fused SDPA kernels and, on CUDA, the Triton mixed norm, for evaluation.
     attention = [m for m in step.stacked.template.modules() if isinstance(m, Attention)]
-    assert mixed.TRITON_ON_CUDA and not any(m.explicit_math for m in attention)
+    assert mixed.TRITON_ON_CUDA and autonorm.TRITON_LAYER_ON_CUDA
+    assert not any(m.explicit_math for m in attention)
 
 
 def test_a_trial_process_keeps_many_compiled_graphs_of_the_step():
