@@ -34,6 +34,7 @@ from models.norms.conditioning import TokenConditionedNorm
 from models.norms.mixed import (
     _TRITON_INSTALLED,
     _fast_path_applies,
+    all_float32,
     as_samples,
     mixed_norm,
     sample_token_mask,
@@ -65,11 +66,6 @@ def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
     """Entropy of noise-free gate probabilities (..., 2) -> (...), in [0, ln 2]: per sample for (B, 2),
     per token for causal (B, T, 2) gates."""
     return -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
-
-
-def _all_float32(params: tuple[torch.Tensor, ...]) -> bool:
-    float32 = torch.float32
-    return all([p.dtype is float32 for p in params])
 
 
 class NormSelector(nn.Module):
@@ -170,7 +166,7 @@ class AutoNorm(TokenConditionedNorm):
         """The kernel that runs this whole layer call (gate included), or None for the eager gate."""
         if self.causal:  # the kernels pool one mean per sample; causal prefix means stay eager
             return None
-        if _fast_path_applies(xs) and _all_float32(params):
+        if _fast_path_applies(xs) and all_float32(params):
             return autonorm_fused
         if xs.is_cuda and TRITON_LAYER_ON_CUDA and _TRITON_INSTALLED:
             from models.norms.autonorm_triton import autonorm_triton, autonorm_triton_applies

@@ -21,6 +21,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from models.norms._kernel_loader import load_mixed_norm_library
+from models.norms.mixed import checked_token_weights
 
 __all__ = ["autonorm_fused"]
 
@@ -162,14 +163,7 @@ def autonorm_fused(
     # Training: a standard exponential draw E per logit; the kernel turns it into Gumbel noise -log(E),
     # consuming torch's generator exactly as torch.nn.functional.gumbel_softmax does.
     exp_noise = torch.empty(xs.shape[0], 2).exponential_() if training else None
-    if token_weights is not None:
-        # The kernel reads B * T floats through a raw pointer: a wrong shape or dtype would read garbage.
-        if token_weights.shape != xs.shape[:2] or token_weights.dtype != torch.float32:
-            raise ValueError(
-                f"token_weights must be float32 {tuple(xs.shape[:2])}, got "
-                f"{token_weights.dtype} {tuple(token_weights.shape)}"
-            )
-        token_weights = token_weights.contiguous()
+    token_weights = checked_token_weights(token_weights, xs)
     alpha, dyt_w, dyt_b, ln_w, ln_b, w1, b1, w2, b2 = params
     return _apply(
         xs.contiguous(), alpha, dyt_w.contiguous(), dyt_b.contiguous(), ln_w.contiguous(), ln_b.contiguous(),

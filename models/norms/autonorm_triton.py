@@ -39,9 +39,11 @@ import triton.language as tl
 from torch._library.triton import set_wrap_triton_enabled
 from torch.library import triton_op, wrap_triton
 
+from models.norms.mixed import all_float32, checked_token_weights
 from models.norms.mixed_triton import (
     MAX_DIM,
     SUPPORTED_DTYPES,
+    _direct_launch_applies,
     _fold,
     _RefuseDoubleBackward,
     _tanh,
@@ -405,10 +407,9 @@ _forward_op = triton_op("normlab::autonorm_forward", mutates_args=())(_forward_k
 _backward_op = triton_op("normlab::autonorm_backward", mutates_args=())(_backward_kernels)
 
 
-def _direct_launch() -> bool:
-    """Plain eager calls launch the kernels without the operator dispatch; torch.compile traces the ops
-    and vmap batches them through the rules below."""
-    return not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
+# Plain eager calls launch the kernels without the operator dispatch; torch.compile traces the ops and vmap
+# batches them through the rules below: the mixed norm's rule.
+_direct_launch = _direct_launch_applies
 
 
 def _run_forward(*args: object) -> tuple[torch.Tensor, ...]:
@@ -538,8 +539,7 @@ def autonorm_triton_applies(xs: torch.Tensor, params: tuple[torch.Tensor, ...]) 
     MAX_DIM and float32 parameters. (The device is the caller's call.)"""
     if xs.dim() != 3 or xs.shape[-1] > MAX_DIM or xs.dtype not in SUPPORTED_DTYPES:
         return False
-    float32 = torch.float32
-    return all([p.dtype is float32 for p in params])
+    return all_float32(params)
 
 
 def autonorm_triton(
@@ -560,17 +560,10 @@ def autonorm_triton(
     if training:
         exp_noise = torch.empty_like(xs[:, 0, :1], dtype=torch.float32).expand(-1, 2).contiguous()
         exp_noise.exponential_()
-    if token_weights is not None and (
-        token_weights.shape != xs.shape[:2] or token_weights.dtype != torch.float32
-    ):
-        raise ValueError(
-            f"token_weights must be float32 {tuple(xs.shape[:2])}, got {token_weights.dtype} "
-            f"{tuple(token_weights.shape)}"
-        )
     contiguous = [p.contiguous() for p in params]
     apply = _apply_directly if _direct_launch() else _AutoNormTritonFunction.apply
     y, probs, *_state = apply(
-        xs.contiguous(), *contiguous, exp_noise, None if token_weights is None else token_weights.contiguous(),
+        xs.contiguous(), *contiguous, exp_noise, checked_token_weights(token_weights, xs),
         float(tau), bool(hard), float(eps),
     )  # fmt: skip
     return y, probs

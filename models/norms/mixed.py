@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -85,6 +85,24 @@ def token_weights(token_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     gets all zeros, so it pools to the zero vector (as the encoder's masked mean pooling does)."""
     weights = token_mask.to(dtype)
     return weights / weights.sum(dim=-1, keepdim=True).clamp_min(1.0)
+
+
+def checked_token_weights(token_weights: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    """Pooling weights as the one-call AutoNorm kernels read them: contiguous float32 (B, T) for x (B, T, D),
+    or None. They read B * T floats through a raw pointer, so a wrong shape or dtype is refused here."""
+    if token_weights is None:
+        return None
+    if token_weights.shape != x.shape[:2] or token_weights.dtype != torch.float32:
+        raise ValueError(
+            f"token_weights must be float32 {tuple(x.shape[:2])}, got "
+            f"{token_weights.dtype} {tuple(token_weights.shape)}"
+        )
+    return token_weights.contiguous()
+
+
+def all_float32(tensors: Sequence[torch.Tensor]) -> bool:
+    float32 = torch.float32
+    return all([t.dtype is float32 for t in tensors])
 
 
 def token_mean(x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
