@@ -83,6 +83,38 @@ def _erf(v):
 
 
 @triton.jit
+def _row_tile(sample, start, tokens, dim, cols, col_mask, BLOCK_T: tl.constexpr):
+    """Rows start.. of one sample: their (BLOCK_T,) row indices into (B * T) and mask, and the
+    (BLOCK_T, BLOCK_D) element mask and offsets."""
+    token = start + tl.arange(0, BLOCK_T)
+    row_mask = token < tokens
+    rows = sample * tokens + token
+    mask = row_mask[:, None] & col_mask[None, :]
+    return rows, row_mask, mask, rows[:, None] * dim + cols[None, :]
+
+
+@triton.jit
+def _row_stats(x, mask, dim, eps):
+    """Each row's mean, its centred values (0 on masked lanes) and rstd."""
+    mean = tl.sum(x, axis=1) / dim
+    centred = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / dim + eps)
+    return mean, centred, rstd
+
+
+@triton.jit
+def _backward_tile(grad_ptr, x_ptr, mean_ptr, rstd_ptr, rows, row_mask, mask, offsets, alpha):
+    """g, x, rstd, x_hat and tanh(alpha x) of a row tile, from x and the forward's saved row stats.
+    Masked lanes load g = 0 and x = 0, so they add nothing to any sum over them."""
+    g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+    x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+    return g, x, rstd, x_hat, _tanh(alpha * x)
+
+
+@triton.jit
 def _autonorm_forward_kernel(
     x_ptr, alpha_ptr, dyt_w_ptr, dyt_b_ptr, ln_w_ptr, ln_b_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr,
     noise_ptr, tw_ptr, y_ptr, mean_ptr, rstd_ptr, pooled_ptr, pre_ptr, hidden_ptr, gate_ptr, probs_ptr,
@@ -107,14 +139,9 @@ def _autonorm_forward_kernel(
     # Pass 1: each row's mean and rstd (saved for the backward) and the token mean the selector reads.
     pooled = tl.zeros([BLOCK_D], dtype=tl.float32)
     for start in range(0, tokens, BLOCK_T):
-        token = start + tl.arange(0, BLOCK_T)
-        row_mask = token < tokens
-        rows = sample * tokens + token  # (BLOCK_T,) row indices into (B * T)
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + rows[:, None] * dim + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / dim
-        centred = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / dim + eps)
+        rows, row_mask, mask, offsets = _row_tile(sample, start, tokens, dim, cols, col_mask, BLOCK_T)
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        mean, _centred, rstd = _row_stats(x, mask, dim, eps)
         tl.store(mean_ptr + rows, mean, mask=row_mask)
         tl.store(rstd_ptr + rows, rstd, mask=row_mask)
         if HAS_TOKEN_WEIGHTS:
@@ -177,15 +204,9 @@ def _autonorm_forward_kernel(
     # Pass 2. The row stats are recomputed, not read back: another thread of this program stored them,
     # and nothing orders that store before this load.
     for start in range(0, tokens, BLOCK_T):
-        token = start + tl.arange(0, BLOCK_T)
-        row_mask = token < tokens
-        rows = sample * tokens + token
-        mask = row_mask[:, None] & col_mask[None, :]
-        offsets = rows[:, None] * dim + cols[None, :]  # (BLOCK_T, BLOCK_D)
+        _rows, _row_mask, mask, offsets = _row_tile(sample, start, tokens, dim, cols, col_mask, BLOCK_T)
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / dim
-        centred = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / dim + eps)
+        _mean, centred, rstd = _row_stats(x, mask, dim, eps)
         y = centred * rstd[:, None] * cl[None, :] + _tanh(alpha * x) * cd[None, :] + c0[None, :]
         tl.store(y_ptr + offsets, y, mask=mask)
 
@@ -220,18 +241,10 @@ def _autonorm_backward_kernel(
     dc0 = tl.zeros([BLOCK_D], dtype=tl.float32)
     dalpha = tl.zeros([BLOCK_T], dtype=tl.float32)
     for start in range(0, tokens, BLOCK_T):
-        token = start + tl.arange(0, BLOCK_T)
-        row_mask = token < tokens
-        rows = sample * tokens + token
-        mask = row_mask[:, None] & col_mask[None, :]
-        offsets = rows[:, None] * dim + cols[None, :]
-        # Masked lanes load g = 0 and x = 0, so they add nothing to any sum below.
-        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        th = _tanh(alpha * x)
+        rows, row_mask, mask, offsets = _row_tile(sample, start, tokens, dim, cols, col_mask, BLOCK_T)
+        g, x, _rstd, x_hat, th = _backward_tile(
+            grad_ptr, x_ptr, mean_ptr, rstd_ptr, rows, row_mask, mask, offsets, alpha
+        )
         dcl += tl.sum(g * x_hat, axis=0)
         dcd += tl.sum(g * th, axis=0)
         dc0 += tl.sum(g, axis=0)
@@ -280,17 +293,10 @@ def _autonorm_backward_kernel(
     # Pass 2: dx = the LayerNorm and DyT terms of each row + its token's share of dpool.
     cl = w_ln * tl.load(ln_w_ptr + cols, mask=col_mask, other=0.0)
     for start in range(0, tokens, BLOCK_T):
-        token = start + tl.arange(0, BLOCK_T)
-        row_mask = token < tokens
-        rows = sample * tokens + token
-        mask = row_mask[:, None] & col_mask[None, :]
-        offsets = rows[:, None] * dim + cols[None, :]
-        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        th = _tanh(alpha * x)
+        rows, row_mask, mask, offsets = _row_tile(sample, start, tokens, dim, cols, col_mask, BLOCK_T)
+        g, x, rstd, x_hat, th = _backward_tile(
+            grad_ptr, x_ptr, mean_ptr, rstd_ptr, rows, row_mask, mask, offsets, alpha
+        )
         g_ln = g * cl[None, :]
         mean_g = tl.sum(g_ln, axis=1) / dim  # (BLOCK_T,)
         mean_g_xhat = tl.sum(g_ln * x_hat, axis=1) / dim
