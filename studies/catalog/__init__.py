@@ -1,11 +1,16 @@
-"""The reproduction catalog: every claim of both papers as a study in two sizes.
+"""The reproduction catalog: every claim of both papers as a study in three sizes.
 
-    studies/catalog/claims.yaml          the claims: statement, what the paper reports, the check
-    studies/catalog/<claim id>/smoke.yaml a few minutes on 2 CPU cores (offline stand-in data, tiny models)
+    studies/catalog/claims.yaml          the claims: statement, what the paper reports, the check, the
+                                         sources of its numbers
+    studies/catalog/convergence.yaml     per dataset, the level the reference must reach first
+    studies/catalog/<claim id>/smoke.yaml a pipeline check: minutes on 2 CPU cores, no scientific weight
+    studies/catalog/<claim id>/cpu.yaml   the smallest setting on offline data where the reference converges
     studies/catalog/<claim id>/paper.yaml the paper's sizes and datasets, for a GPU cluster
 
 Every spec names its claim (`claim: <id>`), so a study's report can say, claim by claim, what was
-measured against what the paper says. This package imports neither torch nor FastAPI.
+measured against what the paper says. Claims that need the same experiment share one study (the claim
+says `shares_study_with`), and a claim with no study at a size says why (`no_spec`). This package
+imports neither torch nor FastAPI.
 """
 
 from __future__ import annotations
@@ -13,7 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from studies.catalog.claims import CLAIMS_FILE, PAPERS, Claim, Reported, claim_ids, load_claims
+from studies.catalog.claims import (
+    CLAIMS_FILE,
+    PAPERS,
+    Claim,
+    Reported,
+    Requirements,
+    Source,
+    claim_ids,
+    load_claims,
+)
+from studies.catalog.convergence import CONVERGENCE_FILE, convergence_for, convergence_levels
 from studies.catalog.datasets import (
     STAND_IN_FOR,
     DatasetComparability,
@@ -27,24 +42,30 @@ if TYPE_CHECKING:
 __all__ = [
     "CATALOG_DIR",
     "CLAIMS_FILE",
+    "CONVERGENCE_FILE",
     "PAPERS",
     "SIZES",
     "STAND_IN_FOR",
     "Claim",
     "DatasetComparability",
     "Reported",
+    "Requirements",
+    "Source",
     "UnknownClaimError",
     "claim_ids",
+    "convergence_for",
+    "convergence_levels",
     "dataset_comparability",
     "get_claim",
     "load_catalog_spec",
     "load_claims",
     "spec_path",
+    "study_claim",
     "unclaimed_comparability",
 ]
 
 CATALOG_DIR = Path(__file__).resolve().parent
-SIZES: tuple[str, ...] = ("smoke", "paper")
+SIZES: tuple[str, ...] = ("smoke", "cpu", "paper")
 
 
 class UnknownClaimError(KeyError):
@@ -61,12 +82,17 @@ def get_claim(claim_id: str) -> Claim:
     return claims[claim_id]
 
 
+def study_claim(claim_id: str) -> str:
+    """The claim whose specs run this claim's study: itself, or the claim it shares a study with."""
+    return get_claim(claim_id).shares_study_with or claim_id
+
+
 def spec_path(claim_id: str, size: str) -> Path:
-    """studies/catalog/<claim id>/<size>.yaml (the claim must exist; size is smoke or paper)."""
+    """studies/catalog/<claim id>/<size>.yaml of the claim's study (its own, or the one it shares);
+    the file may be absent where the claim says why in `no_spec`."""
     if size not in SIZES:
         raise ValueError(f"unknown size '{size}'; choose one of {', '.join(SIZES)}")
-    get_claim(claim_id)
-    return CATALOG_DIR / claim_id / f"{size}.yaml"
+    return CATALOG_DIR / study_claim(claim_id) / f"{size}.yaml"
 
 
 def load_catalog_spec(claim_id: str, size: str) -> StudySpec:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from studies.claims import Check
 
-__all__ = ["PAPERS", "Claim", "Reported"]
+__all__ = ["PAPERS", "Claim", "Reported", "Requirements", "Source"]
 
 PAPERS: dict[str, str] = {
     "autonorm": "AutoNorm: Understanding Adaptive Normalization in Transformers through Differentiable Gating",
@@ -35,8 +35,25 @@ class Reported(_Strict):
     significance: str | None = None  # as the paper states it, e.g. "p < 0.05"
 
 
+class Source(_Strict):
+    """Where a number a check or spec relies on comes from: the paper (quoted), or NormLab (and why)."""
+
+    origin: Literal["paper", "normlab"]
+    text: str = Field(min_length=1)  # the paper's words, or NormLab's reason for its choice
+
+    def __str__(self) -> str:
+        who = "the paper" if self.origin == "paper" else "NormLab's choice"
+        return f"{who}: {self.text}"
+
+
+class Requirements(_Strict):
+    """What a dataset must offer for a study on it to test the claim at all."""
+
+    classes: int | None = Field(None, ge=2)  # e.g. 100 for a CIFAR-100 claim: a 10-class set cannot test it
+
+
 class Claim(_Strict):
-    """One claim of one paper, with the check that tests it and the two specs that run it."""
+    """One claim of one paper, with the check that tests it and the specs that run it."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$", max_length=80)
     paper: Literal["autonorm", "transforming_rank"]
@@ -48,6 +65,22 @@ class Claim(_Strict):
     reported: Reported
     check: Check
     notes: str | None = None  # choices the paper leaves open (margins, levels), made and stated here
+    # "trained": the check reads trained metrics, so the reference must converge first (the dataset's
+    # level in studies/catalog/convergence.yaml); "init": only init-time measurements, nothing to converge.
+    measured_at: Literal["trained", "init"] = "trained"
+    requires: Requirements = Field(default_factory=Requirements)
+    # Another claim whose study this claim reads (the same experiment, counted once): this claim has no
+    # specs of its own, and its check runs on that claim's study at every size.
+    shares_study_with: str | None = None
+    # Every margin, threshold, level and knob value the check or the specs rely on -> its source, printed
+    # in the report before the result (a catalog test requires one for each of the check's numbers).
+    sources: dict[str, Source] = Field(default_factory=dict)
+    # A free choice the verdict may rest on -> the values to show the verdict across (a check parameter
+    # such as margin, or a knob the study's grid sweeps, such as init_scale).
+    sensitivity: dict[str, list[float]] = Field(default_factory=dict)
+    # Sizes (smoke, cpu, paper) this claim has no study at, and why: e.g. "no offline 100-class dataset".
+    # The index lists the claim there as not tested, with this reason.
+    no_spec: dict[str, str] = Field(default_factory=dict)
 
 
 # The catalog's claims file. Reading it needs neither studies.spec nor the catalog's specs, so the spec
@@ -68,6 +101,13 @@ def load_claims() -> dict[str, Claim]:
         if claim.id in claims:
             raise ValueError(f"{CLAIMS_FILE}: claim id '{claim.id}' appears twice")
         claims[claim.id] = claim
+    for claim in claims.values():
+        host = claim.shares_study_with
+        if host is not None and (host not in claims or claims[host].shares_study_with is not None):
+            raise ValueError(
+                f"{CLAIMS_FILE}: claim '{claim.id}' shares the study of '{host}', which must be a claim "
+                "with specs of its own"
+            )
     return claims
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["STAND_IN_FOR", "DatasetComparability", "dataset_comparability", "unclaimed_comparability"]
+__all__ = [
+    "DATASET_CLASSES",
+    "STAND_IN_FOR",
+    "DatasetComparability",
+    "dataset_comparability",
+    "unclaimed_comparability",
+]
 
 # registry name -> the paper dataset it stands in for (workers.data.DATASETS[name].stand_in_for)
 STAND_IN_FOR: dict[str, str] = {
@@ -18,6 +24,15 @@ STAND_IN_FOR: dict[str, str] = {
     "ptb_pos_sample": "ptb_wsj_pos",
     "ptb_lm_sample": "ptb_lm",
     "rotten_tomatoes_vader": "sst2",
+}
+
+# Classes of each classification dataset a claim may require a number of (a CIFAR-100 claim needs 100):
+# the registry's num_classes (a test keeps them equal to workers.data's bundles).
+DATASET_CLASSES: dict[str, int] = {
+    **dict.fromkeys(("mnist", "mnist_5k", "digits", "digits_c", "fashion_mnist", "fashion_mnist_c"), 10),
+    **dict.fromkeys(("svhn", "cifar10", "cifar10_c", "cifar10_c_hendrycks"), 10),
+    "cifar100": 100,
+    **dict.fromkeys(("sst2", "rotten_tomatoes_vader"), 2),
 }
 
 

@@ -3,7 +3,7 @@
 - `collapse_to_ln` (vision): every layer's final DyT weight lies below `threshold` (0.5: the gate
   prefers LN), each tested against the threshold over seeds (Holm across layers).
 - `mixed_deeper_dyt` (NLP): the gates stay mixed (mean final gate entropy above `min_entropy`, the
-  paper's eps_H by default) and the DyT weight rises with depth (per-seed least-squares slope over the
+  NormLab's default eps_H) and the DyT weight rises with depth (per-seed least-squares slope over the
   layer index, tested against 0 over seeds).
 """
 

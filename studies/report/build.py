@@ -7,9 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from studies.catalog import Claim, dataset_comparability, unclaimed_comparability
+from studies.catalog import Claim, DatasetComparability, dataset_comparability, unclaimed_comparability
+from studies.catalog.convergence import convergence_for
+from studies.catalog.sources import check_numbers, source_for
+from studies.claims.preconditions import first_unmet
 from studies.claims.trials import StudyData
-from studies.report.model import Figure, PaperComparison, Provenance, StudyReportData
+from studies.convergence import Convergence
+from studies.report.judge import check_preconditions, judge_claim
+from studies.report.model import Figure, PaperComparison, PreregisteredValue, Provenance, StudyReportData
 from studies.report.render import to_json, to_markdown
 from studies.report.render_html import to_html
 from studies.stats import summarize
@@ -120,24 +125,43 @@ def build_report(
     figures: Sequence[Figure] = (),
     dataset_note: str | None = None,
     notes: Sequence[str] = (),
+    convergence: Convergence | None = None,
 ) -> StudyReport:
-    """The report of one study. With a `claim`, its check runs on `data` and the paper's numbers
-    (claim.reported.values) are set against the measured ones; without one, the report is the study's
-    comparison with its reference (and `spec_paper_numbers`, if the spec gave any)."""
+    """The report of one study. With a `claim`, its preconditions are checked and then its check runs on
+    `data`, and the paper's numbers (claim.reported.values) are set against the measured ones; without
+    one, the report is the study's comparison with its reference (and `spec_paper_numbers`, if the spec
+    gave any), with the reference's convergence checked when the spec states a level. `convergence` is
+    the spec's own level (None: the catalog's level for the dataset, for a claim)."""
     extra_notes = list(notes)
+    sensitivity: tuple = ()
+    power: tuple = ()
     if claim is not None:
         comparability = dataset_comparability(data.dataset, claim.dataset)
         paper_values = dict(claim.reported.values)
-        result = claim.check.evaluate(data, paper=paper_values)
+        judgement = judge_claim(claim, data, convergence=convergence)
+        result, preconditions = judgement.result, judgement.preconditions
+        sensitivity, power = judgement.sensitivity, judgement.power
         confidence = result.confidence
+        level = convergence or convergence_for(data.dataset) if claim.measured_at == "trained" else None
     else:
         comparability = unclaimed_comparability(data.dataset)
         paper_values = dict(spec_paper_numbers or {})
         result = None
         confidence = 0.95
+        level = convergence
+        preconditions = tuple(
+            check_preconditions(data, convergence, needs_convergence=convergence is not None)
+        )
+        unmet = first_unmet(preconditions)
+        if convergence is None:
+            extra_notes.append(
+                "the spec states no convergence level: nothing here checks that the reference trained"
+            )
+        elif unmet is not None:
+            extra_notes.append(f"{unmet.reason}: the comparisons below are not evidence about the methods")
     metric = _check_metric(claim)
     if not data.completed():
-        extra_notes.append("no trial of this study has completed yet: every verdict is inconclusive")
+        extra_notes.append("no trial of this study has completed yet: nothing is tested")
     return StudyReport(
         study_id=provenance.study_id,
         study_name=provenance.study_name,
@@ -159,4 +183,69 @@ def build_report(
         figures=tuple(figures),
         provenance=provenance,
         notes=tuple(extra_notes),
+        scope=_scope(claim, comparability),
+        preconditions=tuple(preconditions),
+        preregistered=_preregistered(claim, provenance.spec, level, data.dataset),
+        sensitivity=tuple(sensitivity),
+        power=tuple(power),
     )
+
+
+def _scope(claim: Claim | None, comparability: DatasetComparability) -> str:
+    """What the verdict is about: the paper's data, a stand-in, or initialisation."""
+    if claim is not None and claim.measured_at == "init":
+        return "init"
+    return "paper data" if comparability.comparable else "stand-in"
+
+
+# Spec knobs whose fixed values the report lists with their sources, in this order.
+_LISTED_KNOBS = (
+    "t_freeze",
+    "eps_h",
+    "tau",
+    "post_freeze_gate",
+    "init_scale",
+    "skip_scale",
+    "lr",
+    "weight_decay",
+)
+
+
+def _fixed_knobs(spec: Mapping[str, Any]) -> dict[str, str]:
+    """knob -> its fixed value(s) across the spec's `search` and `method_search` (grids and ranges too)."""
+    found: dict[str, list[str]] = {}
+    spaces = [spec.get("search") or {}, *((spec.get("method_search") or {}).values())]
+    for space in spaces:
+        if not isinstance(space, Mapping):
+            continue
+        for knob, value in space.items():
+            if isinstance(value, Mapping):
+                value = value.get(
+                    "values", value.get("value", {k: v for k, v in value.items() if k != "type"})
+                )
+            text = str(value)
+            if text not in found.setdefault(knob, []):
+                found[knob].append(text)
+    return {knob: ", ".join(found[knob]) for knob in _LISTED_KNOBS if knob in found}
+
+
+def _preregistered(
+    claim: Claim | None, spec: Mapping[str, Any], level: Convergence | None, dataset: str
+) -> tuple[PreregisteredValue, ...]:
+    """The check's numbers, the convergence level and the spec's knob values, each with its source."""
+    values = []
+    if claim is not None:
+        for name, value in check_numbers(claim).items():
+            source = source_for(claim, name)
+            values.append(PreregisteredValue(name, str(value), str(source) if source else "no source stated"))
+    if level is not None:
+        values.append(PreregisteredValue(f"convergence level ({dataset})", level.level_text, level.source))
+    budget = spec.get("budget") or {}
+    if "epochs" in budget:
+        values.append(
+            PreregisteredValue("epochs", str(budget["epochs"]), "NormLab's choice: the study's size")
+        )
+    for knob, value in _fixed_knobs(spec).items():
+        source = source_for(claim, knob)
+        values.append(PreregisteredValue(knob, value, str(source) if source else "no source stated"))
+    return tuple(values)

@@ -9,10 +9,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from studies.catalog import Claim, DatasetComparability
+    from studies.claims.preconditions import PreconditionResult
     from studies.claims.verdicts import CheckResult
+    from studies.report.judge import PowerRow, SensitivityRow
     from studies.tables.model import ResultsTableData
 
-__all__ = ["Figure", "PaperComparison", "Provenance", "StudyReportData"]
+__all__ = ["SCOPES", "Figure", "PaperComparison", "PreregisteredValue", "Provenance", "StudyReportData"]
+
+# What a verdict is about: the paper's own data, an offline stand-in (a verdict about the stand-in,
+# tallied apart), or initialisation, where no dataset-specific number exists.
+SCOPES = ("paper data", "stand-in", "init")
 
 
 class Figure(Protocol):
@@ -39,6 +45,15 @@ class PaperComparison:
     ci_high: float | None
     n: int  # completed seeds behind the measured mean
     comparable: bool  # False when the study ran on other data than the paper's number comes from
+
+
+@dataclass(frozen=True)
+class PreregisteredValue:
+    """A number the check or the spec relies on, fixed before the result, and where it comes from."""
+
+    name: str  # "margin", "eps_h", "convergence level (digits)"
+    value: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,11 @@ class StudyReportData:
     figures: tuple[Figure, ...]
     provenance: Provenance
     notes: tuple[str, ...] = field(default_factory=tuple)
+    scope: str = "paper data"  # one of SCOPES
+    preconditions: tuple[PreconditionResult, ...] = ()
+    preregistered: tuple[PreregisteredValue, ...] = ()
+    sensitivity: tuple[SensitivityRow, ...] = ()
+    power: tuple[PowerRow, ...] = ()
 
     @property
     def verdict(self) -> str | None:

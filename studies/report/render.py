@@ -20,8 +20,13 @@ __all__ = [
     "finding_cells",
     "finding_headers",
     "paper_rows",
+    "power_rows",
+    "precondition_rows",
+    "preregistered_rows",
     "provenance_items",
     "report_title",
+    "scope_line",
+    "sensitivity_rows",
     "to_json",
     "to_markdown",
     "verdict_line",
@@ -31,7 +36,10 @@ VERDICT_WORDS = {
     "supported": "SUPPORTED",
     "contradicted": "CONTRADICTED",
     "inconclusive": "INCONCLUSIVE at this power",
+    "not tested": "NOT TESTED",
 }
+
+Rows = tuple[list[str], list[list[str]]]
 
 
 def _plain(value: Any) -> Any:
@@ -67,6 +75,11 @@ def to_json(report: StudyReportData) -> dict[str, Any]:
         "figures": [{"name": f.name, "caption": f.caption, "svg": f.svg} for f in report.figures],
         "provenance": _plain(report.provenance),
         "notes": list(report.notes),
+        "scope": report.scope,
+        "preconditions": [p.to_dict() for p in report.preconditions],
+        "preregistered": _plain(report.preregistered),
+        "sensitivity": _plain(report.sensitivity),
+        "power": _plain(report.power),
     }
     json.dumps(payload, allow_nan=False)  # fails here, not in a client, if anything is not strict JSON
     return payload
@@ -90,7 +103,67 @@ def report_title(report: StudyReportData) -> str:
 def verdict_line(report: StudyReportData) -> str:
     if report.result is None:
         return "No paper claim: this report compares every row with the reference, seed by seed."
-    return f"Verdict: {VERDICT_WORDS.get(report.result.verdict, report.result.verdict)}"
+    line = f"Verdict: {VERDICT_WORDS.get(report.result.verdict, report.result.verdict)}"
+    if report.result.reason:
+        line += f" ({report.result.reason})"
+    return line
+
+
+def scope_line(report: StudyReportData) -> str | None:
+    """What the verdict is about, when that is not the paper's own data."""
+    if report.result is None:
+        return None
+    if report.scope == "stand-in":
+        paper = report.dataset.paper_dataset or "the paper's data"
+        return (
+            f"This is a verdict about {report.dataset.dataset}, a stand-in, not about {paper}: it is tallied "
+            "apart from verdicts on the paper's data."
+        )
+    if report.scope == "init":
+        return "Measured at initialisation: the claim is about any input, so the dataset does not limit it."
+    return None
+
+
+def preregistered_rows(report: StudyReportData) -> Rows:
+    return ["value", "set to", "source"], [[v.name, v.value, v.source] for v in report.preregistered]
+
+
+def precondition_rows(report: StudyReportData) -> Rows:
+    headers = ["precondition", "requires", "measured", "met", "source"]
+    rows = [
+        [p.name, p.requirement, p.measured, "yes" if p.met else "NO", p.source] for p in report.preconditions
+    ]
+    return headers, rows
+
+
+def sensitivity_rows(report: StudyReportData) -> Rows:
+    headers = ["choice", "value", "verdict", "pre-registered", "why"]
+    rows = [
+        [r.parameter, f"{r.value:g}", r.verdict, "yes" if r.preregistered else "", r.summary]
+        for r in report.sensitivity
+    ]
+    return headers, rows
+
+
+def power_rows(report: StudyReportData) -> Rows:
+    headers = [
+        "comparison",
+        "paper's effect",
+        "SD of seed differences (measured)",
+        "seeds run",
+        "seeds for 80 %",
+    ]
+    rows = [
+        [
+            r.label,
+            _num(r.paper_effect),
+            _num(r.sd_difference),
+            str(r.seeds_run),
+            DASH if r.seeds_needed is None else str(r.seeds_needed),
+        ]
+        for r in report.power
+    ]
+    return headers, rows
 
 
 def finding_headers(report: StudyReportData) -> list[str]:
@@ -189,8 +262,17 @@ def to_markdown(report: StudyReportData) -> str:
             + (f" ({claim.reported.significance})" if claim.reported.significance else ""),
             "",
         ]
+    if report.preregistered:
+        headers, rows = preregistered_rows(report)
+        lines += ["## Pre-registered values (fixed before the result)", "", *_md_table(headers, rows), ""]
+    if report.preconditions:
+        headers, rows = precondition_rows(report)
+        lines += ["## Preconditions (checked before any verdict)", "", *_md_table(headers, rows), ""]
     lines += [f"**{verdict_line(report)}**", ""]
-    if report.result is not None:
+    scope = scope_line(report)
+    if scope:
+        lines += [f"*{scope}*", ""]
+    if report.result is not None and not report.result.reason:
         lines += [report.result.summary, ""]
     data_line = f"**Data:** {report.dataset.note}."
     if not report.dataset.comparable:
@@ -203,7 +285,7 @@ def to_markdown(report: StudyReportData) -> str:
         headers, rows = paper_rows(report)
         lines += ["## Paper vs measured", "", *_md_table(headers, rows), ""]
 
-    if report.result is not None:
+    if report.result is not None and not report.result.reason:
         lines += [f"## Findings (check `{report.result.check}`)", ""]
         if report.result.findings:
             lines += _md_table(finding_headers(report), [finding_cells(f) for f in report.result.findings])
@@ -214,6 +296,24 @@ def to_markdown(report: StudyReportData) -> str:
         if claim is not None and claim.notes:
             lines += ["", f"*How the claim is read:* {claim.notes}"]
         lines.append("")
+    if report.sensitivity:
+        headers, rows = sensitivity_rows(report)
+        lines += [
+            "## Sensitivity: the verdict across the free choices it rests on",
+            "",
+            *_md_table(headers, rows),
+            "",
+        ]
+    if report.power:
+        headers, rows = power_rows(report)
+        lines += [
+            "## Power: seeds needed at the paper's effect",
+            "",
+            *_md_table(headers, rows),
+            "",
+            "Two-sided paired t-test at the check's alpha, 80 % power, with the seed-to-seed spread measured here.",
+            "",
+        ]
 
     if report.table is not None:
         lines += ["## Comparison with the reference", ""]

@@ -12,8 +12,13 @@ from studies.report.render import (
     finding_cells,
     finding_headers,
     paper_rows,
+    power_rows,
+    precondition_rows,
+    preregistered_rows,
     provenance_items,
     report_title,
+    scope_line,
+    sensitivity_rows,
     verdict_line,
 )
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
@@ -35,13 +40,14 @@ p.muted, figcaption { color: #57606a; }
 .supported { background: #dafbe1; color: #116329; }
 .contradicted { background: #ffebe9; color: #a40e26; }
 .inconclusive { background: #fff8c5; color: #7d4e00; }
+.not-tested { background: #eaeef2; color: #24292f; }
 .none { background: #ddf4ff; color: #0a3069; }
 .warning { background: #fff8c5; padding: 0.4rem 0.8rem; border-radius: 0.3rem; }
 table { border-collapse: collapse; font-size: 0.88rem; margin: 0.5rem 0; }
 th, td { border: 1px solid #d0d7de; padding: 0.3rem 0.55rem; text-align: right; white-space: nowrap; }
 th { background: #f6f8fa; }
 td:first-child, th:first-child { text-align: left; }
-td.supported, td.contradicted, td.inconclusive { font-weight: 600; text-align: center; }
+td.supported, td.contradicted, td.inconclusive, td.not-tested { font-weight: 600; text-align: center; }
 figure { margin: 1rem 0 1.5rem 0; overflow-x: auto; }
 figure svg { max-width: 100%; height: auto; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
@@ -56,7 +62,7 @@ def _table(headers: list[str], rows: list[list[str]], verdict_column: int | None
     for row in rows:
         cells = []
         for i, text in enumerate(row):
-            css = f' class="{escape(text)}"' if i == verdict_column else ""
+            css = f' class="{escape(text.replace(" ", "-"))}"' if i == verdict_column else ""
             cells.append(f"<td{css}>{escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -81,9 +87,19 @@ def to_html(report: StudyReportData) -> str:
             f"<blockquote>{escape(claim.statement)}</blockquote>",
             f"<p><strong>The paper reports:</strong> {escape(claim.reported.text)}{significance}</p>",
         ]
-    css = report.verdict or "none"
+    if report.preregistered:
+        parts += [
+            "<h2>Pre-registered values (fixed before the result)</h2>",
+            _table(*preregistered_rows(report)),
+        ]
+    if report.preconditions:
+        parts += ["<h2>Preconditions (checked before any verdict)</h2>", _table(*precondition_rows(report))]
+    css = (report.verdict or "none").replace(" ", "-")
     parts.append(f'<p><span class="verdict {escape(css)}">{escape(verdict_line(report))}</span></p>')
-    if report.result is not None:
+    scope = scope_line(report)
+    if scope:
+        parts.append(f'<p class="warning">{escape(scope)}</p>')
+    if report.result is not None and not report.result.reason:
         parts.append(f"<p>{escape(report.result.summary)}</p>")
     data_css = "" if report.dataset.comparable else ' class="warning"'
     data_text = escape(report.dataset.note)
@@ -98,7 +114,7 @@ def to_html(report: StudyReportData) -> str:
         headers, rows = paper_rows(report)
         parts += ["<h2>Paper vs measured</h2>", _table(headers, rows)]
 
-    if report.result is not None:
+    if report.result is not None and not report.result.reason:
         parts.append(f"<h2>Findings (check <code>{escape(report.result.check)}</code>)</h2>")
         if report.result.findings:
             rows = [finding_cells(f) for f in report.result.findings]
@@ -112,6 +128,20 @@ def to_html(report: StudyReportData) -> str:
             parts.append("<p>No findings: the study has no data this check can read.</p>")
         if claim is not None and claim.notes:
             parts.append(f'<p class="muted"><em>How the claim is read:</em> {escape(claim.notes)}</p>')
+
+    if report.sensitivity:
+        headers, rows = sensitivity_rows(report)
+        parts += [
+            "<h2>Sensitivity: the verdict across the free choices it rests on</h2>",
+            _table(headers, rows, verdict_column=2),
+        ]
+    if report.power:
+        parts += [
+            "<h2>Power: seeds needed at the paper's effect</h2>",
+            _table(*power_rows(report)),
+            '<p class="muted">Two-sided paired t-test at the check\'s alpha, 80 % power, with the seed-to-seed '
+            "spread measured here.</p>",
+        ]
 
     if report.table is not None:
         parts += ["<h2>Comparison with the reference</h2>", _results_table(report.table)]

@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from studies.convergence import Convergence
 from studies.spec.distributions import (
     Distribution,
     Fixed,
@@ -60,6 +61,9 @@ class StudySpec(_Strict):
     # The paper's reported value per method, in the metric's own unit (accuracy as a fraction in [0, 1]).
     paper_numbers: dict[str, float] = Field(default_factory=dict)
     claim: str | None = Field(None, min_length=1, max_length=120)  # id of the catalog claim this study tests
+    # The level the reference must reach before the report gives a verdict, with its source; None: the
+    # catalog's level for the dataset when the study tests a claim, else unchecked (the report says so).
+    convergence: Convergence | None = None
 
     @field_validator("name")
     @classmethod

@@ -20,7 +20,7 @@ from studies.stats.compare import (
     compare_by_seed,
     hedges_g,
 )
-from studies.stats.power import DEFAULT_POWER, minimum_detectable_effect, t_test_power
+from studies.stats.power import DEFAULT_POWER, minimum_detectable_effect, seeds_for_power, t_test_power
 from studies.stats.summary import (
     DEFAULT_BOOTSTRAP_RESAMPLES,
     DEFAULT_BOOTSTRAP_SEED,
@@ -61,6 +61,7 @@ __all__ = [
     "hedges_g",
     "interquartile_mean",
     "minimum_detectable_effect",
+    "seeds_for_power",
     "summarize",
     "t_test_power",
     "verdict",

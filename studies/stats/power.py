@@ -6,7 +6,7 @@ import math
 
 from scipy import optimize, stats
 
-__all__ = ["DEFAULT_POWER", "minimum_detectable_effect", "t_test_power"]
+__all__ = ["DEFAULT_POWER", "minimum_detectable_effect", "seeds_for_power", "t_test_power"]
 
 # Conventional target power: an effect this large is found four times out of five.
 DEFAULT_POWER = 0.8
@@ -63,3 +63,18 @@ def minimum_detectable_effect(
 
 class _PowerUndefined(ArithmeticError):
     """scipy returned NaN for the power somewhere on the search path."""
+
+
+def seeds_for_power(
+    effect: float, sd: float, *, alpha: float = 0.05, power: float = DEFAULT_POWER, max_seeds: int = 10_000
+) -> int | None:
+    """Paired seeds a two-sided paired t-test needs to detect a true difference `effect` with probability
+    `power`, when the paired differences have standard deviation `sd`. None when undefined (no effect or
+    no spread) or beyond `max_seeds`."""
+    if not (math.isfinite(effect) and math.isfinite(sd) and effect != 0.0 and sd > 0.0):
+        return None
+    for n in range(2, max_seeds + 1):
+        achieved = t_test_power(abs(effect) / (sd / math.sqrt(n)), n - 1, alpha)
+        if math.isfinite(achieved) and achieved >= power:
+            return n
+    return None

@@ -1,5 +1,6 @@
-"""The reproduction catalog: every claim of both papers, each runnable as a study in two sizes whose specs
-validate, name their claim, and (smoke size) stay small enough for a laptop."""
+"""The reproduction catalog: every claim of both papers, each runnable as a study in three sizes whose specs
+validate, name their claim, and (smoke size) stay small enough for a laptop. Claims that need the same
+experiment share one study; a claim with no study at a size says why."""
 
 from __future__ import annotations
 
@@ -16,10 +17,20 @@ from studies.catalog import (
     STAND_IN_FOR,
     UnknownClaimError,
     claim_ids,
+    convergence_for,
+    convergence_levels,
     get_claim,
     load_catalog_spec,
     load_claims,
     spec_path,
+)
+from studies.catalog.datasets import DATASET_CLASSES
+from studies.catalog.lint import (
+    duplicate_studies,
+    expressibility_problem,
+    source_problems,
+    tuning_problems,
+    vacuous_check_problems,
 )
 from studies.limits import StudyLimits
 from studies.spec import DATASET_METRICS, load_spec, validate_spec_data
@@ -43,7 +54,12 @@ OFFLINE_DATASETS = {
 }
 SMOKE_PRESETS = {"vit_lite_tiny", "encoder_tiny", "tabular_tiny"}
 
-CATALOG_SPECS = [(claim, size) for claim in claim_ids() for size in SIZES]
+
+def _own_spec(claim: str, size: str) -> bool:
+    return get_claim(claim).shares_study_with is None and (CATALOG_DIR / claim / f"{size}.yaml").exists()
+
+
+CATALOG_SPECS = [(claim, size) for claim in claim_ids() for size in SIZES if _own_spec(claim, size)]
 
 
 def _spec_id(param) -> str:
@@ -70,11 +86,115 @@ def test_the_catalog_covers_every_claim_of_both_papers():
     }
 
 
-def test_every_claim_has_a_smoke_and_a_paper_spec_and_nothing_else_lives_in_the_catalog():
+def test_every_claim_has_a_study_or_a_reason_at_every_size_and_nothing_else_lives_in_the_catalog():
     folders = {p.name for p in CATALOG_DIR.iterdir() if p.is_dir() and not p.name.startswith("__")}
-    assert folders == set(claim_ids())
+    assert folders == {c for c in claim_ids() if get_claim(c).shares_study_with is None}
     for claim in claim_ids():
-        assert sorted(p.name for p in (CATALOG_DIR / claim).glob("*.yaml")) == ["paper.yaml", "smoke.yaml"]
+        shared = get_claim(claim).shares_study_with
+        for size in SIZES:
+            own = (CATALOG_DIR / claim / f"{size}.yaml").exists()
+            reason = get_claim(claim).no_spec.get(size)
+            if shared is not None:
+                # a claim that reads another's study has no spec and no reason of its own
+                assert not own and reason is None, f"{claim} {size}"
+                assert spec_path(claim, size) == spec_path(shared, size)
+            else:
+                assert own != (reason is not None), f"{claim} {size}: a spec, or a reason why there is none"
+        files = {p.name for p in (CATALOG_DIR / claim).glob("*")} if shared is None else set()
+        assert files <= {f"{size}.yaml" for size in SIZES}
+
+
+def test_claims_that_need_the_same_experiment_share_one_study():
+    # the three CIFAR-10 claims read one study; the NLP gates read the POS study (unfrozen AutoNorm's gates)
+    assert get_claim("cifar10_stabilisation").shares_study_with == "cifar10_autonorm_s_beats_frozen_ln"
+    assert get_claim("vision_gates_collapse_to_ln").shares_study_with == "cifar10_autonorm_s_beats_frozen_ln"
+    assert get_claim("nlp_gates_mixed_deeper_dyt").shares_study_with == "ptb_pos_autonorm_s_beats_frozen_ln"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_no_experiment_is_run_twice_under_two_names(size):
+    specs = {
+        claim: yaml.safe_load(spec_path(claim, size).read_text())
+        for claim in claim_ids()
+        if _own_spec(claim, size)
+    }
+    assert duplicate_studies(specs) == []
+
+
+def test_a_pair_of_specs_equal_up_to_their_names_is_caught():
+    spec = yaml.safe_load(spec_path("california_housing_no_gain", "smoke").read_text())
+    renamed = {**spec, "name": "catalog-energy-smoke", "claim": "energy_no_gain", "description": "Energy"}
+    assert duplicate_studies({"california_housing_no_gain": spec, "energy_no_gain": renamed}) == [
+        ("california_housing_no_gain", "energy_no_gain")
+    ]
+    other_seeds = {**renamed, "seeds": [5, 6, 7]}
+    assert duplicate_studies({"california_housing_no_gain": spec, "energy_no_gain": other_seeds}) == []
+
+
+@pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
+def test_every_study_can_express_the_claims_it_serves(claim, size):
+    dataset = load_catalog_spec(claim, size).dataset
+    for served in [c for c in claim_ids() if c == claim or get_claim(c).shares_study_with == claim]:
+        assert expressibility_problem(get_claim(served), dataset) is None, served
+
+
+def test_a_100_class_claim_cannot_be_expressed_on_a_10_class_stand_in():
+    cifar100 = get_claim("cifar100_autonorm_s_beats_frozen_ln")
+    assert "cannot express" in (expressibility_problem(cifar100, "digits") or "")
+    assert expressibility_problem(cifar100, "cifar100") is None
+    energy = get_claim("energy_no_gain")
+    assert "tabular data" in (expressibility_problem(energy, "digits") or "")
+
+
+@pytest.mark.parametrize("claim", claim_ids())
+def test_every_number_a_check_relies_on_has_a_source(claim):
+    assert source_problems(get_claim(claim)) == []
+
+
+def test_a_check_number_without_a_source_is_rejected():
+    claim = get_claim("mnist_autonorm_s_level_with_frozen_ln").model_copy(update={"sources": {}})
+    assert "'margin' = 0.01 has no source" in " ".join(source_problems(claim))
+
+
+@pytest.mark.parametrize("claim", claim_ids())
+def test_no_check_is_implied_by_its_setup(claim):
+    assert vacuous_check_problems(get_claim(claim)) == []
+
+
+def test_checks_that_cannot_fail_are_rejected():
+    nlp = get_claim("nlp_gates_mixed_deeper_dyt")
+    frozen = nlp.model_copy(update={"check": nlp.check.model_copy(update={"method": "autonorm_s"})})
+    assert "pass whenever the freeze fires" in " ".join(vacuous_check_problems(frozen))
+    vision = get_claim("vision_gates_collapse_to_ln")
+    at_start = vision.model_copy(update={"check": vision.check.model_copy(update={"threshold": 0.5})})
+    assert "starting weight" in " ".join(vacuous_check_problems(at_start))
+
+
+@pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
+def test_asha_never_cuts_autonorm_s_before_its_freeze(claim, size):
+    assert tuning_problems(load_catalog_spec(claim, size)) == []
+
+
+def test_an_asha_grace_period_at_t_freeze_is_rejected():
+    spec = yaml.safe_load(spec_path("cifar10_autonorm_s_beats_frozen_ln", "paper").read_text())
+    spec["scheduler"]["grace_period"] = 10
+    assert "before the freeze can act" in " ".join(tuning_problems(load_spec(yaml.safe_dump(spec))))
+
+
+def test_every_dataset_a_trained_claim_runs_on_has_a_sourced_convergence_level():
+    for claim, size in CATALOG_SPECS:
+        if get_claim(claim).measured_at == "trained":
+            dataset = load_catalog_spec(claim, size).dataset
+            assert convergence_for(dataset) is not None, f"{claim} {size}: {dataset}"
+    assert all(level.source.strip() for level in convergence_levels().values())
+
+
+def test_dataset_classes_match_the_data_registry():
+    from workers.data.catalog import REGISTRY
+
+    for name, classes in DATASET_CLASSES.items():
+        keywords = getattr(REGISTRY[name].build, "keywords", {})
+        assert keywords.get("num_classes") == classes, name
 
 
 @pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
@@ -86,7 +206,7 @@ def test_each_catalog_spec_validates_and_names_its_claim(claim, size):
     assert validate_spec_data(data, limits=StudyLimits()).claim == claim
 
 
-@pytest.mark.parametrize("claim", claim_ids())
+@pytest.mark.parametrize("claim", [c for c in claim_ids() if _own_spec(c, "smoke")])
 def test_smoke_specs_stay_small_and_run_on_offline_data(claim):
     spec = load_catalog_spec(claim, "smoke")
     assert spec.planned_trials() * spec.budget.epochs <= SMOKE_TRIAL_EPOCHS
@@ -97,7 +217,7 @@ def test_smoke_specs_stay_small_and_run_on_offline_data(claim):
     assert spec.planned_trials_by_phase().get("tune", 0) == 0  # fixed knobs: no tuning phase
 
 
-@pytest.mark.parametrize("claim", claim_ids())
+@pytest.mark.parametrize("claim", [c for c in claim_ids() if _own_spec(c, "paper")])
 def test_paper_specs_run_the_papers_data_at_the_papers_sizes(claim):
     spec = load_catalog_spec(claim, "paper")
     paper_dataset = get_claim(claim).dataset
@@ -107,12 +227,10 @@ def test_paper_specs_run_the_papers_data_at_the_papers_sizes(claim):
     assert spec.model.preset in {"vit_lite_paper", "encoder_paper", "tabular_paper"}
 
 
-@pytest.mark.parametrize("claim", claim_ids())
-def test_specs_with_autonorm_s_freeze_before_the_last_epoch(claim):
-    for size in SIZES:
-        spec = load_catalog_spec(claim, size)
-        if "autonorm_s" not in spec.methods:
-            continue
+@pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
+def test_specs_with_autonorm_s_freeze_before_the_last_epoch(claim, size):
+    spec = load_catalog_spec(claim, size)
+    if "autonorm_s" in spec.methods:
         t_freeze = spec.search_space_for("autonorm_s")["t_freeze"]
         values = t_freeze.values if t_freeze.type == "grid" else [t_freeze.value]
         assert max(values) < spec.budget.epochs
@@ -121,7 +239,7 @@ def test_specs_with_autonorm_s_freeze_before_the_last_epoch(claim):
 @pytest.mark.parametrize("claim", [c for c in claim_ids() if get_claim(c).paper == "transforming_rank"])
 def test_rank_studies_run_without_layerscale(claim):
     # With LayerScale 1e-4 every block starts as the identity and no rank effect shows at init.
-    for size in SIZES:
+    for size in [s for s in SIZES if _own_spec(claim, s)]:
         spec = load_catalog_spec(claim, size)
         assert "layer_scale_init" in spec.model.overrides
         assert spec.model.overrides["layer_scale_init"] is None
@@ -131,6 +249,8 @@ def test_rank_studies_run_without_layerscale(claim):
 def test_the_papers_numbers_are_in_the_metrics_own_units(claim):
     reported = get_claim(claim).reported
     paper_spec = load_catalog_spec(claim, "paper")
+    if get_claim(claim).shares_study_with is not None:
+        return  # the host claim's spec carries the paper numbers of the study
     metric = DATASET_METRICS[paper_spec.dataset][0]
     for row, value in reported.values.items():
         if metric == "accuracy" and get_claim(claim).check.type != "width_threshold":
@@ -149,7 +269,7 @@ def test_the_rows_a_claim_compares_are_methods_its_specs_run(claim):
         selectors = [s for pair in check.pairs for s in (pair.method, pair.reference)]
     elif check.type in ("gate_pattern", "sweep"):
         selectors = [check.method]
-    for size in SIZES:
+    for size in [s for s in SIZES if spec_path(claim, s).exists()]:
         methods = load_catalog_spec(claim, size).methods
         for selector in selectors:
             method = selector if isinstance(selector, str) or selector is None else selector.get("method")
@@ -166,12 +286,12 @@ def test_stand_ins_match_the_data_registry():
 def test_an_unknown_claim_names_the_known_ones():
     with pytest.raises(UnknownClaimError, match="cifar10_stabilisation"):
         get_claim("cifar10_stabilization")
-    with pytest.raises(ValueError, match="smoke, paper"):
+    with pytest.raises(ValueError, match="smoke, cpu, paper"):
         spec_path("cifar10_stabilisation", "huge")
 
 
 def test_a_submitted_spec_must_name_a_catalog_claim():
-    data = yaml.safe_load(spec_path("cifar10_stabilisation", "smoke").read_text())
+    data = yaml.safe_load(spec_path("cifar10_autonorm_s_beats_frozen_ln", "smoke").read_text())
     data["claim"] = "cifar10_stabilization"
     with pytest.raises(Exception, match="unknown claim 'cifar10_stabilization'"):
         validate_spec_data(data, limits=StudyLimits())

@@ -91,7 +91,7 @@ def test_a_study_without_a_claim_is_a_comparison_with_its_reference():
 def test_a_study_with_no_completed_trial_says_so():
     data = StudyData("cifar10", "test_accuracy", True, "frozen_ln", ())
     report = build_report(data, provenance=PROVENANCE, claim=CLAIM)
-    assert report.verdict == "inconclusive"
+    assert report.verdict == "not tested"
     assert report.table is None
     assert any("no trial of this study has completed" in n for n in report.notes)
 

@@ -1,0 +1,122 @@
+"""Rules a catalog claim and its specs must pass before any of them is run: the study can answer the
+claim, its check can fail and can pass, every number has a source, and one experiment is run once.
+
+Each rule returns the problems it finds as sentences (empty: the rule holds), so the catalog test can
+fail with the reason and a unit test can show the rule firing on a bad example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any
+
+from studies.catalog.claims import Claim
+from studies.catalog.datasets import DATASET_CLASSES
+from studies.catalog.sources import check_numbers, source_for
+from studies.knobs import KNOBS
+from studies.spec import DATASET_METRICS, StudySpec
+from studies.spec.names import _DATASET_FAMILY
+
+__all__ = [
+    "STUDY_IDENTITY_FIELDS",
+    "duplicate_studies",
+    "expressibility_problem",
+    "source_problems",
+    "tuning_problems",
+    "vacuous_check_problems",
+]
+
+# Gates start at exactly (0.5, 0.5): a collapse threshold at or above this level is met by any drift.
+GATE_START = 0.5
+# Spec fields that only name or describe a study: two specs equal in everything else run one experiment.
+STUDY_IDENTITY_FIELDS = ("name", "claim", "description")
+
+
+def expressibility_problem(claim: Claim, dataset: str) -> str | None:
+    """Why a study on `dataset` cannot test the claim at all (None when it can): another kind of data or
+    metric than the claim's, or too few classes (a 100-class claim on a 10-class set)."""
+    needed = claim.requires.classes
+    if needed is not None:
+        classes = DATASET_CLASSES.get(dataset)
+        if classes is None or classes < needed:
+            have = "an unknown number of" if classes is None else str(classes)
+            return (
+                f"{dataset} has {have} classes; the claim is about {needed}: this dataset cannot express it"
+            )
+    paper = claim.dataset
+    if paper is None or paper == dataset or paper not in _DATASET_FAMILY:
+        return None
+    if _DATASET_FAMILY[paper] != _DATASET_FAMILY.get(dataset):
+        return f"{dataset} is {_DATASET_FAMILY.get(dataset)} data; the claim is about {_DATASET_FAMILY[paper]} data"
+    if DATASET_METRICS[paper][0] != DATASET_METRICS[dataset][0]:
+        return (
+            f"{dataset} is measured in {DATASET_METRICS[dataset][0]}; the claim is about "
+            f"{DATASET_METRICS[paper][0]}"
+        )
+    return None
+
+
+def vacuous_check_problems(claim: Claim) -> list[str]:
+    """Checks whose pass condition is implied by the setup, so they cannot fail."""
+    check = claim.check
+    problems = []
+    if check.type == "gate_pattern":
+        freezing = KNOBS["t_freeze"].methods
+        if check.pattern == "mixed_deeper_dyt" and check.method in freezing:
+            problems.append(
+                f"{claim.id}: 'mixed' gates on {check.method} pass whenever the freeze fires (a gate whose "
+                "entropy stays above eps_H is frozen there); read them on a method without the freeze"
+            )
+        if check.pattern == "collapse_to_ln" and check.threshold >= GATE_START:
+            problems.append(
+                f"{claim.id}: a collapse threshold of {check.threshold:g} is the gates' starting weight "
+                f"({GATE_START:g}): any drift toward LN passes"
+            )
+    return problems
+
+
+def source_problems(claim: Claim) -> list[str]:
+    """Every number the claim's check was given has a source (the paper's words or NormLab's reason)."""
+    return [
+        f"{claim.id}: check parameter '{name}' = {value} has no source (add it to the claim's `sources`)"
+        for name, value in check_numbers(claim).items()
+        if source_for(claim, name) is None
+    ]
+
+
+def tuning_problems(spec: StudySpec) -> list[str]:
+    """A tuned study's ASHA rungs must not cut AutoNorm-S trials before or at T_freeze: a trial stopped
+    there is ranked before the freeze has had any effect (every rung is grace_period * rf^k)."""
+    if spec.scheduler.type != "asha" or "autonorm_s" not in spec.methods or not spec.tunes("autonorm_s"):
+        return []
+    t_freeze = spec.search_space_for("autonorm_s").get("t_freeze")
+    if t_freeze is None:
+        return []
+    values = _distribution_values(t_freeze)
+    latest = max(values) if values else None
+    if latest is not None and spec.scheduler.grace_period <= latest:
+        return [
+            f"{spec.name}: ASHA's first rung (grace_period {spec.scheduler.grace_period}) falls at or before "
+            f"T_freeze ({latest:g}): AutoNorm-S trials are cut before the freeze can act"
+        ]
+    return []
+
+
+def _distribution_values(distribution: Any) -> list[float]:
+    dump = distribution.model_dump() if hasattr(distribution, "model_dump") else dict(distribution)
+    if "values" in dump:
+        return [float(v) for v in dump["values"]]
+    if "value" in dump:
+        return [float(dump["value"])]
+    return [float(dump[k]) for k in ("high",) if k in dump]
+
+
+def _identity(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k not in STUDY_IDENTITY_FIELDS}
+
+
+def duplicate_studies(specs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs of claims whose specs (claim id -> spec data) are equal up to their names: one experiment
+    run twice. Claims that need the same experiment share one study instead (`shares_study_with`)."""
+    return [(a, b) for a, b in combinations(sorted(specs), 2) if _identity(specs[a]) == _identity(specs[b])]

@@ -1,0 +1,180 @@
+"""A claim's verdict on a study, with everything it rests on: the preconditions checked first, the check
+itself, the verdict across the free choices it depends on, and the seeds the paper's effect needs.
+
+The order matters: a check runs only when the dataset can express the claim and every precondition
+holds; otherwise the verdict is `not tested` with the reason, and no number is offered as evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from studies.catalog import Claim, convergence_for
+from studies.catalog.lint import expressibility_problem
+from studies.claims import CheckResult, StudyData
+from studies.claims.preconditions import (
+    PreconditionResult,
+    arms_trained,
+    first_unmet,
+    reference_converged,
+)
+from studies.claims.trials import same_value
+from studies.convergence import Convergence
+from studies.stats import seeds_for_power
+
+__all__ = [
+    "Judgement",
+    "PowerRow",
+    "SensitivityRow",
+    "check_preconditions",
+    "expressibility_problem",
+    "judge_claim",
+]
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """The claim's verdict at one value of a free choice (a check parameter or a grid knob)."""
+
+    parameter: str
+    value: float
+    verdict: str
+    summary: str
+    preregistered: bool  # the value the headline verdict uses
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    """For one compared pair: the paper's effect, the spread measured here, and the seeds it needs."""
+
+    label: str  # "autonorm_s − frozen_ln (test_accuracy)"
+    paper_effect: float | None
+    sd_difference: float | None  # standard deviation of the per-seed paired differences, measured
+    seeds_run: int
+    seeds_needed: int | None  # for 80 % power at the paper's effect, two-sided, at the check's alpha
+
+
+@dataclass(frozen=True)
+class Judgement:
+    result: CheckResult
+    preconditions: tuple[PreconditionResult, ...]
+    sensitivity: tuple[SensitivityRow, ...] = ()
+    power: tuple[PowerRow, ...] = ()
+
+
+def check_preconditions(
+    data: StudyData, convergence: Convergence | None, *, needs_convergence: bool
+) -> list[PreconditionResult]:
+    """Every arm trained, then (for claims about trained models) the reference converged."""
+    results = arms_trained(data)
+    if needs_convergence:
+        if convergence is None:
+            results.append(
+                PreconditionResult(
+                    "reference converged",
+                    f"a convergence level for {data.dataset}",
+                    False,
+                    "no level stated",
+                    reason=f"no convergence level is stated for {data.dataset}: a verdict could rest on a "
+                    "reference that never trained",
+                )
+            )
+        else:
+            results.append(reference_converged(data, convergence))
+    return results
+
+
+def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | None = None) -> Judgement:
+    """The claim's verdict on `data`. `convergence` (the spec's own level) overrides the catalog's level
+    for the study's dataset."""
+    paper = dict(claim.reported.values)
+    check = claim.check
+    problem = expressibility_problem(claim, data.dataset)
+    if problem is not None:
+        return Judgement(CheckResult.not_tested(check.type, problem, confidence=check.confidence), ())
+    level = convergence or convergence_for(data.dataset)
+    preconditions = tuple(check_preconditions(data, level, needs_convergence=claim.measured_at == "trained"))
+    unmet = first_unmet(preconditions)
+    if unmet is not None:
+        reason = unmet.reason or unmet.name
+        return Judgement(
+            CheckResult.not_tested(check.type, reason, confidence=check.confidence), preconditions
+        )
+    result = check.evaluate(data, paper=paper)
+    return Judgement(
+        result,
+        preconditions,
+        sensitivity=tuple(_sensitivity(claim, data, paper)),
+        power=tuple(_power(claim, data, result)),
+    )
+
+
+def _sensitivity(claim: Claim, data: StudyData, paper: Mapping[str, float]) -> list[SensitivityRow]:
+    rows = []
+    check = claim.check
+    fields = type(check).model_fields
+    for parameter, values in claim.sensitivity.items():
+        for value in values:
+            if parameter in fields:
+                current = getattr(check, parameter)
+                varied = check.model_copy(update={parameter: value})
+                if parameter in ("margin", "relative_margin"):  # the two are exclusive on a pair
+                    other = "relative_margin" if parameter == "margin" else "margin"
+                    if other in fields:
+                        varied = varied.model_copy(update={other: None})
+                result = varied.evaluate(data, paper=paper)
+                preregistered = current is not None and same_value(current, value)
+            else:  # a knob the study's grid sweeps: the verdict on the trials at that value alone
+                subset = StudyData(
+                    dataset=data.dataset,
+                    metric=data.metric,
+                    higher_is_better=data.higher_is_better,
+                    reference=data.reference,
+                    trials=tuple(t for t in data.trials if same_value(t.knob(parameter), value)),
+                )
+                result = check.evaluate(subset, paper=paper)
+                preregistered = False
+            rows.append(
+                SensitivityRow(parameter, float(value), result.verdict, result.summary, preregistered)
+            )
+    return rows
+
+
+def _pairs(claim: Claim) -> list[tuple[object, object | None]]:
+    check = claim.check
+    if check.type == "difference":
+        return [(check.method, check.reference)]
+    if check.type == "ordering":
+        return [(pair.method, pair.reference) for pair in check.pairs]
+    return []
+
+
+def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]:
+    """Seeds needed at the paper's effect, for checks that compare paired rows."""
+    rows = []
+    metric = getattr(claim.check, "metric", None)
+    for (method, reference), finding in zip(_pairs(claim), result.findings, strict=False):
+        reference = reference if reference is not None else data.reference
+        ours = data.by_seed(method, metric)  # type: ignore[arg-type]
+        theirs = data.by_seed(reference, metric)  # type: ignore[arg-type]
+        diffs = [
+            ours[s] - theirs[s]  # type: ignore[operator]
+            for s in sorted(set(ours) & set(theirs))
+            if ours[s] is not None and theirs[s] is not None
+        ]
+        sd = _sd(diffs)
+        effect = finding.paper
+        needed = (
+            None if effect is None or sd is None else seeds_for_power(effect, sd, alpha=claim.check.alpha)
+        )
+        rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed))
+    return rows
+
+
+def _sd(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))

@@ -1,0 +1,159 @@
+"""A claim gets a verdict only when the experiment can answer it: the dataset can express the claim, every
+arm trained and the reference converged; otherwise the verdict is `not tested`, with the measured level.
+Verdicts on stand-ins are labelled as such, and the report shows the verdict across its free choices and
+the seeds the paper's effect needs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from studies.catalog import get_claim
+from studies.claims import StudyData, TrialData
+from studies.claims.preconditions import arms_trained, reference_converged
+from studies.convergence import Convergence
+from studies.report import Provenance, build_report
+from studies.report.judge import judge_claim
+
+PROVENANCE = Provenance(
+    study_id="st-1",
+    study_name="catalog-mnist",
+    status="succeeded",
+    spec={
+        "name": "catalog-mnist",
+        "budget": {"epochs": 4},
+        "method_search": {"autonorm_s": {"t_freeze": 2, "eps_h": 0.1, "tau": 0.5}},
+        "search": {"lr": 0.001},
+    },
+    seeds=(0, 1, 2, 3, 4),
+    tune_seeds=(5,),
+    split_seed=0,
+    normlab_version="0.1.0",
+    git_revision="abc123",
+    packages={},
+    generated_at="2026-01-01T00:00:00+00:00",
+)
+LEVEL = Convergence(at_least=0.95, source="a baseline on the same split")
+CIFAR10 = get_claim("cifar10_autonorm_s_beats_frozen_ln")
+MNIST = get_claim("mnist_autonorm_s_level_with_frozen_ln")
+
+
+def _data(dataset: str, method: list[float | None], reference: list[float | None], *, status="succeeded"):
+    trials = [TrialData("autonorm_s", s, status, v) for s, v in enumerate(method)]
+    trials += [TrialData("frozen_ln", s, "succeeded", v) for s, v in enumerate(reference)]
+    return StudyData(dataset, "test_accuracy", True, "frozen_ln", tuple(trials))
+
+
+# FrozenLN at 35 % on digits beats AutoNorm-S at 27 %, significantly: the old verdict "contradicted".
+UNTRAINED = _data("digits", [0.26, 0.27, 0.28, 0.25, 0.29], [0.35, 0.36, 0.34, 0.37, 0.33])
+
+
+def test_a_reference_that_did_not_converge_leaves_the_claim_not_tested_with_the_measured_level():
+    judgement = judge_claim(CIFAR10, UNTRAINED, convergence=LEVEL)
+    assert judgement.result.verdict == "not tested"
+    assert (
+        judgement.result.reason == "reference did not converge: frozen_ln test_accuracy 0.35, needs >= 0.95"
+    )
+    assert judgement.result.findings == ()  # no number is offered as evidence
+    # the same numbers with a reference that trained are a real verdict
+    trained = _data("digits", [0.96, 0.97, 0.95, 0.96, 0.97], [0.975, 0.98, 0.976, 0.979, 0.981])
+    assert judge_claim(CIFAR10, trained, convergence=LEVEL).result.verdict == "contradicted"
+
+
+def test_the_catalog_level_for_the_dataset_applies_when_the_spec_states_none():
+    judgement = judge_claim(CIFAR10, UNTRAINED)
+    assert judgement.result.verdict == "not tested"
+    assert "needs >= 0.95" in judgement.result.reason  # digits' level in studies/catalog/convergence.yaml
+
+
+def test_an_arm_whose_trials_all_failed_or_diverged_is_not_tested():
+    failed = _data("cifar10", [None] * 5, [0.85] * 5, status="failed")
+    assert judge_claim(
+        CIFAR10, failed, convergence=LEVEL.model_copy(update={"at_least": 0.8})
+    ).result.reason == ("arm autonorm_s failed (5 of 5 trial(s) did not complete)")
+    diverged = _data("cifar10", [float("nan")] * 5, [0.85, 0.86, 0.84, 0.85, 0.86])
+    assert "arm autonorm_s diverged" in judge_claim(CIFAR10, diverged).result.reason
+
+
+def test_preconditions_for_errors_read_at_most():
+    data = StudyData(
+        "california_housing",
+        "test_rmse",
+        False,
+        "frozen_ln",
+        tuple(TrialData("frozen_ln", s, "succeeded", v) for s, v in enumerate([0.9, 1.0, 1.1])),
+    )
+    unmet = reference_converged(data, Convergence(at_most=0.75, source="OLS"))
+    assert not unmet.met and unmet.measured == "1 over 3 seed(s)"
+    assert reference_converged(data, Convergence(at_most=1.5, source="OLS")).met
+    assert [r.met for r in arms_trained(data)] == [True]
+
+
+def test_a_convergence_level_needs_exactly_one_bound():
+    with pytest.raises(ValueError, match="exactly one"):
+        Convergence(source="x")
+    with pytest.raises(ValueError, match="exactly one"):
+        Convergence(at_least=0.9, at_most=1.0, source="x")
+
+
+def test_a_100_class_claim_on_a_10_class_set_is_not_tested():
+    cifar100 = get_claim("cifar100_autonorm_s_beats_frozen_ln")
+    trained = _data("digits", [0.97] * 5, [0.96, 0.97, 0.95, 0.96, 0.97])
+    result = judge_claim(cifar100, trained).result
+    assert result.verdict == "not tested" and "cannot express" in result.reason
+
+
+def test_a_verdict_on_a_stand_in_is_a_verdict_about_the_stand_in():
+    trained = _data("digits", [0.96, 0.97, 0.95, 0.96, 0.97], [0.975, 0.98, 0.976, 0.979, 0.981])
+    report = build_report(trained, provenance=PROVENANCE, claim=CIFAR10)
+    assert report.scope == "stand-in" and report.verdict == "contradicted"
+    assert "verdict about digits, a stand-in, not about cifar10" in report.to_markdown()
+    assert json.loads(json.dumps(report.to_json()))["scope"] == "stand-in"
+
+
+def test_the_report_prints_preregistered_values_and_preconditions_before_the_verdict():
+    trained = _data("mnist", [0.981, 0.983, 0.982, 0.984, 0.98], [0.982, 0.984, 0.981, 0.983, 0.982])
+    text = build_report(trained, provenance=PROVENANCE, claim=MNIST).to_markdown()
+    order = ["## Pre-registered values", "## Preconditions", "**Verdict:", "## Sensitivity", "## Power"]
+    positions = [text.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    assert "| margin | 0.01 | NormLab's choice: The paper states no equivalence margin." in text
+    assert "| convergence level (mnist) | >= 0.98 |" in text
+    assert "| t_freeze | 2 | NormLab's choice:" in text
+    html = build_report(trained, provenance=PROVENANCE, claim=MNIST).to_html()
+    assert "Pre-registered values" in html and "Preconditions" in html
+
+
+def test_an_equivalence_verdict_is_shown_across_its_margin():
+    # a difference of about half a point: level within ±1 and ±2 points, not within ±0.5
+    method = [0.985, 0.986, 0.984, 0.987, 0.985]
+    reference = [0.98, 0.981, 0.979, 0.982, 0.98]
+    judgement = judge_claim(MNIST, _data("mnist", method, reference))
+    by_margin = {row.value: row.verdict for row in judgement.sensitivity}
+    assert by_margin[0.01] == judgement.result.verdict == "supported"
+    assert by_margin[0.005] == "contradicted"
+    assert by_margin[0.02] == by_margin[0.03] == "supported"
+    assert [row.preregistered for row in judgement.sensitivity] == [False, True, False, False]
+
+
+def test_power_states_the_papers_effect_the_measured_spread_and_the_seeds_it_needs():
+    method = [0.985, 0.983, 0.986, 0.982, 0.984]
+    reference = [0.98, 0.981, 0.982, 0.979, 0.983]
+    (row,) = judge_claim(MNIST, _data("mnist", method, reference)).power
+    assert row.paper_effect == pytest.approx(0.0036)
+    assert row.seeds_run == 5
+    assert row.sd_difference == pytest.approx(0.001581, abs=1e-6)  # differences .005 .002 .004 .003 .001
+    assert row.seeds_needed == 4  # 0.0036 against an SD of 0.0016: d = 2.3
+    # a noisier study needs more seeds for the same effect
+    noisy = [0.99, 0.975, 0.992, 0.97, 0.988]
+    (noisier,) = judge_claim(MNIST, _data("mnist", noisy, reference)).power
+    assert noisier.seeds_needed > row.seeds_needed
+
+
+def test_an_unclaimed_study_states_whether_its_reference_converged():
+    report = build_report(UNTRAINED, provenance=PROVENANCE, convergence=LEVEL)
+    assert report.verdict is None
+    assert any("reference did not converge" in n for n in report.notes)
+    unchecked = build_report(UNTRAINED, provenance=PROVENANCE)
+    assert any("states no convergence level" in n for n in unchecked.notes)
