@@ -1,13 +1,17 @@
 """Run the reproduction catalog against a running NormLab server and write one report per claim.
 
     normlab serve &                                   # on this machine (or point NORMLAB_API_URL elsewhere)
-    python scripts/run_catalog.py --size smoke --output reports/
+    python scripts/run_catalog.py --size cpu --output reports/
+    python scripts/run_catalog.py --size smoke --output reports/smoke/
     python scripts/run_catalog.py --claim rank_post_norm_collapse --output reports/
 
-Submits every chosen claim's spec (studies/catalog/<claim>/<size>.yaml), waits for each study to end,
-then writes reports/<claim>.md, .html and .json (GET /studies/{id}/report) and reports/README.md, an
-index of claim -> verdict -> dataset (stand-in or not) -> links. A study that fails still gets its report
-(it says why); a claim whose spec the server refuses is listed with the server's message.
+Submits each chosen claim's study once (studies/catalog/<claim>/<size>.yaml; claims that share a study
+are judged on the one study), waits for each study to end, then writes reports/<claim>.md, .html and
+.json (GET /studies/{id}/report?claim=<claim>) and reports/README.md, an index that keeps verdicts on the
+paper's data, verdicts about stand-ins, verdicts at initialisation and claims not tested apart, each
+with its own tally. A study that fails still gets its report (it says why); a claim whose spec the server
+refuses is listed with the server's message; a claim with no study at this size is listed as not tested,
+with the catalog's reason.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from typing import Any
 from service.auth import read_api_token
 from service.client import TERMINAL, ApiClient, CliError, fetch_report, submit_spec_text
 from service.settings import Settings
-from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path
+from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
 
 REPORT_FORMATS = ("md", "html", "json")
+NOT_TESTED = "not tested"
 
 
 @dataclass
@@ -38,6 +43,14 @@ class ClaimRun:
     status: str = "not submitted"
     error: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    shares_with: str | None = None  # the claim whose study this claim reads
+    not_run: str | None = None  # why the claim has no study at this size
+
+    @property
+    def verdict(self) -> str:
+        if self.not_run is not None:
+            return NOT_TESTED
+        return str(self.report.get("verdict") or "–") if self.report else "–"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,6 +77,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown claim(s) {', '.join(unknown)}; catalog claims: {', '.join(known)}")
     return args
+
+
+def plan_runs(chosen: list[str], size: str) -> list[ClaimRun]:
+    """One run per chosen claim; a claim whose study another claim hosts reads that study, and a claim
+    with no study at this size says why (its host's reason, when the host has none either)."""
+    runs = []
+    for claim in chosen:
+        host = study_claim(claim)
+        run = ClaimRun(claim, shares_with=host if host != claim else None)
+        if not spec_path(claim, size).exists():
+            reason = get_claim(host).no_spec.get(size) or f"no {size} study in the catalog"
+            run.not_run, run.status = reason, NOT_TESTED
+        runs.append(run)
+    return runs
 
 
 def submit(api_url: str, token: str, run: ClaimRun, size: str) -> None:
@@ -97,7 +124,7 @@ def wait(api_url: str, runs: list[ClaimRun], poll_s: float) -> None:
 
 def write_reports(api_url: str, run: ClaimRun, output: Path) -> None:
     for fmt in REPORT_FORMATS:
-        text = fetch_report(api_url, run.study_id or "", fmt=fmt)
+        text = fetch_report(api_url, run.study_id or "", fmt=fmt, claim=run.claim)
         (output / f"{run.claim}.{fmt}").write_text(text, encoding="utf-8")
         if fmt == "json":
             run.report = json.loads(text)
@@ -118,6 +145,51 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+# Index groups, in order: what a verdict is about decides which tally it joins (no headline mixes them).
+GROUPS = (
+    ("paper data", "Verdicts on the paper's data"),
+    ("init", "Verdicts at initialisation (the claims hold on any input)"),
+    ("stand-in", "Verdicts about stand-ins (about the stand-in dataset, not the paper's)"),
+    (NOT_TESTED, "Not tested (the experiment could not answer)"),
+)
+SIZE_NOTES = {
+    "smoke": "Smoke studies are a pipeline check: tiny models, a few epochs, offline stand-in data. They "
+    "carry no scientific weight, whatever their verdicts say.",
+    "cpu": "CPU studies are the smallest setting on the real offline data at which the reference converges "
+    "(each claim's precondition); a claim whose reference still fell short is listed as not tested.",
+    "paper": "Paper studies run the papers' datasets and sizes on a GPU cluster.",
+}
+
+
+def _group(run: ClaimRun) -> str:
+    if run.verdict == NOT_TESTED or not run.report:
+        return NOT_TESTED
+    return str(run.report.get("scope") or "paper data")
+
+
+def _tally(runs: list[ClaimRun]) -> str:
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.verdict] = counts.get(run.verdict, 0) + 1
+    return ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _study_cell(run: ClaimRun) -> str:
+    if run.not_run is not None:
+        return f"no study at this size: {run.not_run}"
+    study = f"{run.status} ({run.study_id})" if run.study_id else run.status
+    if run.shares_with:
+        study = f"same study as `{run.shares_with}`: {study}"
+    if run.error:
+        study += f": {run.error.splitlines()[0][:160]}"
+    return study
+
+
+def _verdict_cell(run: ClaimRun) -> str:
+    reason = (run.report.get("result") or {}).get("reason") if run.report else None
+    return run.verdict + (f": {reason}" if reason else "")
+
+
 def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str) -> str:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     versions = next((r.report.get("provenance") for r in runs if r.report), None) or {}
@@ -131,40 +203,29 @@ def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str) -> str:
             else "."
         ),
         "",
+        SIZE_NOTES.get(size, ""),
+        "",
     ]
-    if size == "smoke":
-        lines += [
-            "Smoke studies run tiny models for a few epochs, mostly on offline stand-in data: their verdicts "
-            "test the pipeline and the direction of an effect at low power, not the paper's numbers.",
-            "",
-        ]
-    lines += [
-        "| claim | paper | verdict | dataset | study | report |",
-        "|---|---|---|---|---|---|",
-    ]
-    for run in runs:
-        claim = get_claim(run.claim)
-        study = f"{run.status} ({run.study_id})" if run.study_id else run.status
-        if run.error:
-            study += f": {run.error.splitlines()[0][:160]}"
-        links = " · ".join(f"[{fmt}]({run.claim}.{fmt})" for fmt in REPORT_FORMATS) if run.report else "–"
-        verdict = (run.report.get("verdict") or "–") if run.report else "–"
-        lines.append(
-            "| "
-            + " | ".join(
-                _cell(cell)
-                for cell in (
-                    f"{claim.title} (`{claim.id}`)",
-                    PAPERS[claim.paper].split(":")[0],
-                    verdict,
-                    _dataset_cell(run.report) if run.report else "–",
-                    study,
-                    links,
-                )
+    for group, title in GROUPS:
+        members = [run for run in runs if _group(run) == group]
+        if not members:
+            continue
+        lines += [f"## {title}: {_tally(members)}", ""]
+        lines += ["| claim | paper | verdict | dataset | study | report |", "|---|---|---|---|---|---|"]
+        for run in members:
+            claim = get_claim(run.claim)
+            links = " · ".join(f"[{fmt}]({run.claim}.{fmt})" for fmt in REPORT_FORMATS) if run.report else "–"
+            cells = (
+                f"{claim.title} (`{claim.id}`)",
+                PAPERS[claim.paper].split(":")[0],
+                _verdict_cell(run),
+                _dataset_cell(run.report) if run.report else "–",
+                _study_cell(run),
+                links,
             )
-            + " |"
-        )
-    return "\n".join(lines) + "\n"
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,16 +240,28 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.claims or list(claim_ids())
     if args.skip_existing:
         chosen = [c for c in chosen if not (args.output / f"{c}.json").exists()]
-    runs = [ClaimRun(claim) for claim in chosen]
+    runs = plan_runs(chosen, args.size)
     try:
+        hosts: dict[str, ClaimRun] = {}  # study host claim -> the run that submitted its study
         for run in runs:
-            submit(api_url, token, run, args.size)
+            if run.not_run is not None:
+                print(f"{run.claim}: not tested ({run.not_run})")
+                continue
+            host = study_claim(run.claim)
+            if host in hosts:
+                continue
+            hosts[host] = submitter = ClaimRun(host)
+            submit(api_url, token, submitter, args.size)
             print(
-                f"{run.claim}: {run.status}"
-                + (f" as study {run.study_id}" if run.study_id else f" ({run.error})")
+                f"{host}: {submitter.status}"
+                + (f" as study {submitter.study_id}" if submitter.study_id else f" ({submitter.error})")
             )
-        wait(api_url, runs, args.poll)
+        wait(api_url, list(hosts.values()), args.poll)
         for run in runs:
+            if run.not_run is not None:
+                continue
+            submitter = hosts[study_claim(run.claim)]
+            run.study_id, run.status, run.error = submitter.study_id, submitter.status, submitter.error
             if run.study_id is not None:
                 write_reports(api_url, run, args.output)
                 print(f"{run.claim}: {run.status}, verdict {run.report.get('verdict')}")
@@ -204,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         index_markdown(runs, size=args.size, api_url=api_url), encoding="utf-8"
     )
     print(f"wrote {len([r for r in runs if r.report])} report(s) and the index to {args.output}/README.md")
-    return 0 if all(r.status == "succeeded" for r in runs) else 1
+    return 0 if all(r.status == "succeeded" for r in runs if r.not_run is None) else 1
 
 
 if __name__ == "__main__":

@@ -199,7 +199,9 @@ def print_results(
         console.print(response.text, markup=False, highlight=False, soft_wrap=True)
 
 
-def fetch_report(api_url: str, study_id: str, *, fmt: str = "md") -> str:
-    """A study's report (GET /studies/{id}/report) as md, html or json text."""
+def fetch_report(api_url: str, study_id: str, *, fmt: str = "md", claim: str | None = None) -> str:
+    """A study's report (GET /studies/{id}/report) as md, html or json text; `claim` judges it against
+    another claim the study serves."""
+    params = {"format": fmt} | ({"claim": claim} if claim else {})
     with ApiClient(api_url) as api:
-        return api.request("GET", f"/studies/{study_id}/report", params={"format": fmt}).text
+        return api.request("GET", f"/studies/{study_id}/report", params=params).text

@@ -73,6 +73,16 @@ class UnknownMetricError(LookupError):
         )
 
 
+class ClaimNotServedError(LookupError):
+    """`?claim=` names a claim this study does not serve: neither the claim its spec names nor one that
+    shares that claim's study (the message lists the ones it serves)."""
+
+    def __init__(self, claim: str, served: list[str]) -> None:
+        self.claim = claim
+        listed = ", ".join(served) if served else "none (the spec names no catalog claim)"
+        super().__init__(f"this study does not serve claim '{claim}'; it serves {listed}")
+
+
 class SpecTooLargeError(Exception):
     pass
 
@@ -192,6 +202,12 @@ def _unknown_metric(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
 
 
+def _claim_not_served(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ClaimNotServedError)
+    detail = [{"type": "claim_not_served", "loc": ["query", "claim"], "msg": str(exc), "input": exc.claim}]
+    return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
+
+
 def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     detail = [{"type": "spec_format", "loc": ["body"], "msg": str(exc)}]
     return JSONResponse({"detail": detail}, status_code=422)
@@ -230,6 +246,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SpecTooLargeError, _message(413))
     app.add_exception_handler(UnsupportedContentTypeError, _message(415))
     app.add_exception_handler(UnknownMetricError, _unknown_metric)
+    app.add_exception_handler(ClaimNotServedError, _claim_not_served)
     app.add_exception_handler(IdempotencyKeyReusedError, _idempotency_key_reused)
     app.add_exception_handler(SpecFormatError, _spec_format)
     app.add_exception_handler(InvalidSpecError, _invalid_spec)

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from service.errors import ClaimNotServedError
 from service.results_evidence import RESULT_PHASES, evidence_trial
 from service.store import (
     TERMINAL_STATUSES,
@@ -22,7 +23,7 @@ from service.store import (
     study_histories,
 )
 from service.study_results import planned_seeds
-from studies.catalog import Claim, UnknownClaimError, get_claim
+from studies.catalog import Claim, UnknownClaimError, claim_ids, get_claim
 from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
 from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
@@ -31,17 +32,23 @@ from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.tables.dataset_notes import dataset_note
 from studies.tables.render_evidence_svg import evidence_figures
 
-__all__ = ["study_report"]
+__all__ = ["served_claims", "study_report"]
 
 
-def study_report(session: Session, *, study_id: str) -> StudyReport:
+def study_report(session: Session, *, study_id: str, claim_id: str | None = None) -> StudyReport:
     """The report of one study; StudyNotFoundError (404) for an unknown id. A study that has not finished
-    gets a report of the trials finished so far (the notes say so)."""
+    gets a report of the trials finished so far (the notes say so). `claim_id` judges the study against
+    another claim it serves (ClaimNotServedError, 422, for one it does not)."""
     study = get_study(session, study_id=study_id)
+    spec_claim = study.spec.get("claim")
+    if claim_id is not None:
+        served = served_claims(spec_claim)
+        if claim_id not in served:
+            raise ClaimNotServedError(claim_id, served)
     trials = list_trials(session, study_id=study_id, phase=list(RESULT_PHASES))
     histories = study_histories(session, study_id=study_id, phase=list(RESULT_PHASES)) if trials else {}
     spec, notes = _spec(study)
-    claim, claim_note = _claim(study.spec.get("claim"))
+    claim, claim_note = _claim(claim_id or spec_claim)
     notes += claim_note
     if StudyStatus(study.status) not in TERMINAL_STATUSES:
         notes.append(f"the study is {study.status}: this report covers the trials finished so far")
@@ -67,7 +74,15 @@ def study_report(session: Session, *, study_id: str) -> StudyReport:
         figures=_figures(trials, histories, dataset=study.dataset, metric=data.metric, higher=higher),
         dataset_note=dataset_note(study.dataset),
         notes=notes,
+        convergence=spec.convergence if spec is not None else None,
     )
+
+
+def served_claims(spec_claim: Any) -> list[str]:
+    """The claims a study whose spec names `spec_claim` serves: that claim and those sharing its study."""
+    if not isinstance(spec_claim, str) or spec_claim not in claim_ids():
+        return []
+    return [spec_claim, *(c for c in claim_ids() if get_claim(c).shares_study_with == spec_claim)]
 
 
 def _spec(study: StudyView) -> tuple[StudySpec | None, list[str]]:

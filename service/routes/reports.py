@@ -22,13 +22,18 @@ router = APIRouter(prefix="/studies", tags=["reports"])
     summary="A study's report: the paper claim it tests, paper vs measured, verdict, figures, provenance",
     responses={
         200: {"content": {"application/json": {}, "text/markdown": {}, "text/html": {}}},
-        **error_responses(404),
+        **error_responses(404, 422),
     },
 )
 def read_report(
-    study_id: StorableText, session: ReadSessionDep, format: Literal["json", "md", "html"] = "json"
+    study_id: StorableText,
+    session: ReadSessionDep,
+    format: Literal["json", "md", "html"] = "json",
+    claim: StorableText | None = None,
 ) -> Response:
-    report = study_report(session, study_id=study_id)
+    """`claim` judges the study against another claim it serves (one that shares the spec's claim's
+    study, e.g. vision_gates_collapse_to_ln on the CIFAR-10 study); default: the spec's own claim."""
+    report = study_report(session, study_id=study_id, claim_id=claim)
     if format == "md":
         return PlainTextResponse(report.to_markdown(), media_type="text/markdown")
     if format == "html":

@@ -1,5 +1,6 @@
 """scripts/run_catalog.py against the real app (FastAPI's TestClient stands in for the network): submit a
-catalog claim's smoke study, wait for it, write its reports and the index."""
+catalog claim's smoke study, wait for it, write its reports and the index, which keeps verdicts on the
+paper's data, about stand-ins and not tested apart; claims that share a study are run once."""
 
 from __future__ import annotations
 
@@ -41,12 +42,12 @@ def run_catalog(monkeypatch, app, settings):
     return _load_script()
 
 
-def _run_study_to_the_end(engine, study_id: str) -> None:
+def _run_study_to_the_end(engine, study_id: str, levels=(("autonorm_s", 0.98), ("frozen_ln", 0.96))) -> None:
     """What the cluster does while the script waits: run the final phase, then end the study."""
     with session_scope(engine) as session:
         set_study_runtime(session, study_id=study_id, ray_job_id="raysubmit_1")
         set_study_status(session, study_id=study_id, status="running")
-        for method, base in (("autonorm_s", 0.90), ("frozen_ln", 0.85)):
+        for method, base in levels:
             for seed in range(5):
                 record_trial(
                     session,
@@ -85,6 +86,56 @@ def test_the_runner_submits_waits_and_writes_the_reports_and_the_index(
     assert "| supported |" in row
     assert "digits (stand-in for mnist; paper: cifar10, not comparable)" in row
     assert f"[html]({CLAIM}.html)" in row
+    # a verdict on digits is about the stand-in, and is tallied with those alone
+    assert "## Verdicts about stand-ins (about the stand-in dataset, not the paper's): 1 supported" in index
+    assert "## Verdicts on the paper's data" not in index
+    assert "no scientific weight" in index
+
+
+def test_a_reference_that_did_not_converge_is_listed_as_not_tested(
+    run_catalog, app_engine, client, monkeypatch, tmp_path
+):
+    def sleep(_seconds):
+        (study,) = client.get("/studies").json()
+        if study["status"] == "queued":  # FrozenLN at 85 % on digits: below digits' level of 0.95
+            _run_study_to_the_end(app_engine, study["id"], (("autonorm_s", 0.90), ("frozen_ln", 0.85)))
+
+    monkeypatch.setattr(run_catalog.time, "sleep", sleep)
+    reports = tmp_path / "reports"
+    assert run_catalog.main(["--claim", CLAIM, "--output", str(reports), "--poll", "0"]) == 0
+    report = json.loads((reports / f"{CLAIM}.json").read_text())
+    assert report["verdict"] == "not tested"
+    assert report["result"]["reason"] == (
+        "reference did not converge: frozen_ln test_accuracy 0.856, needs >= 0.95"
+    )
+    index = (reports / "README.md").read_text()
+    assert "## Not tested (the experiment could not answer): 1 not tested" in index
+    assert "not tested: reference did not converge" in index
+
+
+def test_claims_that_share_a_study_run_it_once_and_a_claim_without_a_study_says_why(
+    run_catalog, app_engine, client, monkeypatch, tmp_path
+):
+    def sleep(_seconds):
+        for study in client.get("/studies").json():
+            if study["status"] == "queued":
+                _run_study_to_the_end(app_engine, study["id"])
+
+    monkeypatch.setattr(run_catalog.time, "sleep", sleep)
+    reports = tmp_path / "reports"
+    claims = [CLAIM, "cifar10_stabilisation", "cifar100_autonorm_s_beats_frozen_ln"]
+    args = [arg for claim in claims for arg in ("--claim", claim)]
+    assert run_catalog.main([*args, "--output", str(reports), "--poll", "0"]) == 0
+    assert len(client.get("/studies").json()) == 1  # the CIFAR-10 study, once
+    stabilisation = json.loads((reports / "cifar10_stabilisation.json").read_text())
+    assert stabilisation["claim"]["id"] == "cifar10_stabilisation"
+    assert stabilisation["result"]["check"] == "ordering"
+    index = (reports / "README.md").read_text()
+    row = next(line for line in index.splitlines() if "`cifar10_stabilisation`" in line)
+    assert f"same study as `{CLAIM}`" in row
+    row = next(line for line in index.splitlines() if "`cifar100_autonorm_s_beats_frozen_ln`" in line)
+    assert "| not tested |" in row and "no offline 100-class image dataset" in row
+    assert not (reports / "cifar100_autonorm_s_beats_frozen_ln.json").exists()
 
 
 def test_an_unknown_claim_is_refused_before_anything_is_submitted(run_catalog, client, capsys):
