@@ -318,3 +318,13 @@ def test_catalog_claims_and_reports_import_without_torch_or_fastapi():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("claim", claim_ids())
+def test_every_equivalence_claim_shows_its_verdict_across_its_margin(claim):
+    check = get_claim(claim).check
+    if check.type == "difference" and check.expect == "no_difference":
+        margin = "margin" if check.margin is not None else "relative_margin"
+        values = get_claim(claim).sensitivity.get(margin, [])
+        assert getattr(check, margin) in values  # the pre-registered margin is one of the rows
+        assert min(values) < getattr(check, margin) < max(values)  # and both sides of it are shown
