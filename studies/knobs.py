@@ -13,7 +13,7 @@ from typing import Literal
 __all__ = ["DEFAULT_EPS_H", "DEFAULT_T_FREEZE", "KNOBS", "KNOB_MODEL_FIELDS", "Knob"]
 
 _LN2 = math.log(2.0)
-# AutoNorm-S freeze schedule when a spec does not search it: the paper's T_freeze and eps_H.
+# AutoNorm-S freeze schedule when a spec does not search it: NormLab's T_freeze and eps_H (the source summaries give no values).
 DEFAULT_T_FREEZE = 10
 DEFAULT_EPS_H = 0.1
 
@@ -107,6 +107,14 @@ KNOBS: dict[str, Knob] = {
             "categorical",
             "AutoNorm-S freeze: global (mean entropy, all selectors; default) or per_layer (each on its own)",
             categories=("global", "per_layer"),
+            methods=_AUTONORM_S,
+        ),
+        Knob(
+            "post_freeze_gate",
+            "categorical",
+            "AutoNorm-S gate of a frozen selector: sample (default: Gumbel noise as before the freeze), "
+            "expected (the noise-free softmax) or hard (its argmax one-hot, in eval too)",
+            categories=("sample", "expected", "hard"),
             methods=_AUTONORM_S,
         ),
         Knob(

@@ -16,6 +16,11 @@ and its last layer is zero-initialised (`zero_init_last`, which backbones call a
 init), so every gate starts at exactly (0.5, 0.5) with entropy ln 2. The selector's first layer keeps
 torch's default Linear init: the backbone's branch init scale never touches it.
 AutoNorm-S is this layer plus `GateFreezer` (models/norms/freeze.py).
+
+After AutoNorm-S freezes a layer's selector (`selector_frozen`, set by `GateFreezer.apply`), the gate
+follows `post_freeze_gate` (the paper does not say; a spec knob, see POST_FREEZE_GATES). The default,
+`sample`, keeps today's gate: only the selector's learning stops, the forward is unchanged, so the freeze
+is the one intervention and results stored before the knob existed stay comparable.
 """
 
 from __future__ import annotations
@@ -41,10 +46,21 @@ from models.norms.mixed import (
     token_weights,
 )
 
-__all__ = ["AutoNorm", "NormSelector", "gate_entropy"]
+__all__ = ["POST_FREEZE_GATES", "AutoNorm", "NormSelector", "gate_entropy", "hard_gate"]
 
 DYT_INDEX, LN_INDEX = 0, 1
 MAX_ENTROPY = math.log(2.0)
+
+# The gate of a frozen selector (AutoNorm-S, after its freeze), the spec knob `post_freeze_gate`:
+# - "sample": unchanged, a Gumbel-Softmax draw in training and the noise-free softmax in eval (default);
+# - "expected": the noise-free softmax in training too, so the frozen gate is a deterministic function
+#   of the input (the gate's path to x is still differentiated);
+# - "hard": the argmax one-hot of the noise-free softmax (ties pick DyT, index 0), in training AND eval,
+#   so the backbone is evaluated with the one-norm-per-sample network it kept training after the freeze.
+#   A one-hot is piecewise constant in the logits: no gradient flows through it (nor needs to, the
+#   selector is frozen), unlike the straight-through `hard` Gumbel option of the unfrozen gate.
+# The study knob `studies.knobs.KNOBS["post_freeze_gate"]` lists the same names (tested).
+POST_FREEZE_GATES: tuple[str, ...] = ("sample", "expected", "hard")
 
 
 def layer_kernel_on(environ: Mapping[str, str]) -> bool:
@@ -66,6 +82,13 @@ def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
     """Entropy of noise-free gate probabilities (..., 2) -> (...), in [0, ln 2]: per sample for (B, 2),
     per token for causal (B, T, 2) gates."""
     return -(probs * torch.log(probs.clamp_min(1e-12))).sum(dim=-1)
+
+
+def hard_gate(probs: torch.Tensor) -> torch.Tensor:
+    """The argmax one-hot (..., 2) of gate probabilities (..., 2); a tie picks DyT (index 0), as argmax.
+    Written as a comparison rather than argmax + one_hot, so it runs under vmap and torch.compile."""
+    pick_ln = (probs[..., LN_INDEX : LN_INDEX + 1] > probs[..., DYT_INDEX : DYT_INDEX + 1]).to(probs.dtype)
+    return torch.cat([1.0 - pick_ln, pick_ln], dim=-1)
 
 
 class NormSelector(nn.Module):
@@ -99,11 +122,23 @@ class AutoNorm(TokenConditionedNorm):
         alpha_init: float = 0.5,
         selector_hidden: int | None = None,
         eps: float = 1e-5,
+        post_freeze_gate: str = "sample",
     ) -> None:
         super().__init__()
         if tau <= 0:
             raise ValueError(f"tau must be > 0, got {tau}")
+        if post_freeze_gate not in POST_FREEZE_GATES:
+            raise ValueError(
+                f"post_freeze_gate must be one of {', '.join(POST_FREEZE_GATES)}, got {post_freeze_gate!r}"
+            )
         self.tau, self.hard, self.eps = float(tau), bool(hard), eps
+        self.post_freeze_gate = post_freeze_gate
+        # Whether AutoNorm-S has frozen this layer's selector (GateFreezer.apply sets it; never undone).
+        self.selector_frozen = False
+        # Stacked seeds (workers.training.seed_step) freeze per seed: there the step passes each seed's
+        # flag, a 0-d bool tensor, in place of this None through functional_call. Only read when
+        # post_freeze_gate is not "sample".
+        self.seed_frozen: torch.Tensor | None = None
         self.dyt_alpha = nn.Parameter(torch.tensor(float(alpha_init)))
         self.dyt_weight = nn.Parameter(torch.ones(dim))
         self.dyt_bias = nn.Parameter(torch.zeros(dim))
@@ -127,25 +162,39 @@ class AutoNorm(TokenConditionedNorm):
             pooled = self.pooled(xs, token_mask).to(gate_dtype)  # (B, D) or causal (B, T, D)
             logits = self.selector(pooled)  # (B, 2) or (B, T, 2)
             probs = logits.softmax(dim=-1)
-            if self.training:
+            if self._frozen_gate() != "sample":
+                # A frozen selector's fixed gate: no Gumbel draw (the fused kernel draws none either).
+                weights = probs if self.post_freeze_gate == "expected" else hard_gate(probs)
+            elif self.training:
                 # Causal logits (B, T, 2) get one independent Gumbel draw per (sample, token).
                 weights = F.gumbel_softmax(logits, tau=self.tau, hard=self.hard, dim=-1)
             else:
                 weights = probs
+            if self.seed_frozen is not None and self.post_freeze_gate != "sample":
+                # One stacked seed under vmap: its own flag picks the fixed gate or the usual one.
+                fixed = probs if self.post_freeze_gate == "expected" else hard_gate(probs)
+                weights = torch.where(self.seed_frozen, fixed, weights)
         return weights, probs
+
+    def _frozen_gate(self) -> str:
+        """The gate this layer's calls take: "sample" (the usual one) until the selector is frozen, then
+        `post_freeze_gate`."""
+        return self.post_freeze_gate if self.selector_frozen else "sample"
 
     def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
         xs = as_samples(x)  # (B, T, D)
         mask = None if token_mask is None else sample_token_mask(token_mask, x)  # (B, T)
         params = self.kernel_parameters()
-        kernel = self._one_call_kernel(xs, params)
+        gate = self._frozen_gate()
+        kernel = self._one_call_kernel(xs, params) if self._kernel_can_gate(gate) else None
         if kernel is not None:
             # The kernels pool with per-token weights when a mask is given (1 / n_real on real tokens,
             # 0 on pads), so padded batches keep the fused path; no mask keeps the plain 1 / T mean.
             pool_weights = None if mask is None else token_weights(mask, torch.float32).contiguous()
-            y, probs = kernel(
-                xs, params, self.training, self.tau, self.hard, self.eps, token_weights=pool_weights
-            )
+            # A frozen "expected" gate is the kernels' eval gate (noise-free softmax, differentiated as
+            # such), whatever the module's mode.
+            noisy = self.training and gate == "sample"
+            y, probs = kernel(xs, params, noisy, self.tau, self.hard, self.eps, token_weights=pool_weights)
             # Already non-differentiable. A plain attribute (never a parameter or buffer), so it skips
             # nn.Module.__setattr__'s registry checks on this per-step path.
             self.__dict__["last_probs"] = probs
@@ -159,6 +208,14 @@ class AutoNorm(TokenConditionedNorm):
         cd = w_dyt * self.dyt_weight
         c0 = w_dyt * self.dyt_bias + w_ln * self.ln_bias
         return mixed_norm(xs, self.dyt_alpha, cl, cd, c0, eps=self.eps).reshape(x.shape)
+
+    def _kernel_can_gate(self, gate: str) -> bool:
+        """Whether the one-call kernels can compute this call's gate: they know the Gumbel draw and the
+        noise-free softmax, not the one-hot of a frozen "hard" gate nor a per-seed choice between
+        gates; those take the eager gate (then the mixed norm, with its own kernels)."""
+        if gate == "hard":
+            return False
+        return self.seed_frozen is None or self.post_freeze_gate == "sample"
 
     def _one_call_kernel(
         self, xs: torch.Tensor, params: tuple[torch.Tensor, ...]
@@ -186,4 +243,7 @@ class AutoNorm(TokenConditionedNorm):
         )  # type: ignore[return-value]  # fmt: skip
 
     def extra_repr(self) -> str:
-        return f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}, causal={self.causal}"
+        return (
+            f"dim={self.ln_weight.numel()}, tau={self.tau}, hard={self.hard}, causal={self.causal}, "
+            f"post_freeze_gate={self.post_freeze_gate}"
+        )

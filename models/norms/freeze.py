@@ -7,8 +7,10 @@ eps_H before then already settles it: that selector will never freeze). Scope `g
 of the per-layer entropies and freezes every selector together; `per_layer` watches each layer's own
 entropy and freezes that layer's selector alone. Freezing sets requires_grad False and grad None, so
 AdamW neither updates nor decays those parameters (it skips parameters whose grad is None), while the
-backbone keeps training. Where H comes from (training batches or the validation split) is the
-caller's choice: `observe` takes one reading per gated layer.
+backbone keeps training. It also marks the layer `selector_frozen`, so its gate follows the layer's
+`post_freeze_gate` from then on (models/norms/autonorm.py; by default it keeps sampling). Where H comes
+from (training batches or the validation split) is the caller's choice: `observe` takes one reading
+per gated layer.
 """
 
 from __future__ import annotations
@@ -121,7 +123,9 @@ class GateFreezer:
         if self._legacy_all_frozen:
             self.frozen_layers, self._legacy_all_frozen = list(range(len(norms))), False
         for index in self.frozen_layers:
-            for param in norms[index][1].selector.parameters():
+            norm = norms[index][1]
+            norm.selector_frozen = True
+            for param in norm.selector.parameters():
                 param.requires_grad_(False)
                 param.grad = None
 

@@ -62,7 +62,7 @@ def vacuous_check_problems(claim: Claim) -> list[str]:
     check = claim.check
     problems = []
     if check.type == "gate_pattern":
-        freezing = KNOBS["t_freeze"].methods
+        freezing = KNOBS["t_freeze"].methods or ()
         if check.pattern == "mixed_deeper_dyt" and check.method in freezing:
             problems.append(
                 f"{claim.id}: 'mixed' gates on {check.method} pass whenever the freeze fires (a gate whose "

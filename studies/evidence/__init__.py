@@ -6,6 +6,9 @@
   placement, and the final metric against the init rank (science.md section 3).
 - `build_evidence(trials, dataset=..., metric=..., higher_is_better=...)`: both, as one `Evidence` with
   `to_json()`.
+- `mechanism_summary(study)`: per method and seed, AutoNorm-S's freeze (whether, when), the gate
+  entropy trajectory against eps_H / T_freeze and the selector gradient variance per epoch, from a
+  study's claim-check trials (studies.evidence.mechanism).
 
 Trials are `EvidenceTrial` records: a final-phase (or grid) trial with its per-epoch history.
 """
@@ -20,6 +23,12 @@ from studies.evidence.gates import (
     MethodGates,
     gate_evidence,
     layer_gate_values,
+)
+from studies.evidence.mechanism import (
+    MechanismSummary,
+    MethodMechanism,
+    SeedMechanism,
+    mechanism_summary,
 )
 from studies.evidence.ranks import (
     DEFAULT_RANK_KEY,
@@ -45,13 +54,17 @@ __all__ = [
     "GateQuantity",
     "LayerGates",
     "MeanInterval",
+    "MechanismSummary",
     "MethodGates",
+    "MethodMechanism",
     "RankDepthCurve",
     "RankEvidence",
     "RankPoint",
+    "SeedMechanism",
     "build_evidence",
     "depth_series",
     "gate_evidence",
     "layer_gate_values",
+    "mechanism_summary",
     "rank_evidence",
 ]

@@ -13,6 +13,7 @@ from studies.catalog.sources import check_numbers, source_for
 from studies.claims.preconditions import first_unmet
 from studies.claims.trials import StudyData
 from studies.convergence import Convergence
+from studies.evidence.mechanism import mechanism_summary
 from studies.report.judge import check_preconditions, judge_claim
 from studies.report.model import Figure, PaperComparison, PreregisteredValue, Provenance, StudyReportData
 from studies.report.render import to_json, to_markdown
@@ -20,6 +21,7 @@ from studies.report.render_html import to_html
 from studies.stats import summarize
 from studies.tables.build import PlanKey, ResultsTable, build_results_table
 from studies.tables.records import TrialRecord
+from studies.tables.render_mechanism_svg import mechanism_figures
 
 __all__ = [
     "Figure",
@@ -160,6 +162,7 @@ def build_report(
         elif unmet is not None:
             extra_notes.append(f"{unmet.reason}: the comparisons below are not evidence about the methods")
     metric = _check_metric(claim)
+    mechanism = mechanism_summary(data)
     if not data.completed():
         extra_notes.append("no trial of this study has completed yet: nothing is tested")
     return StudyReport(
@@ -180,7 +183,7 @@ def build_report(
             paper_values=paper_values if comparability.comparable else {},
             confidence=confidence,
         ),
-        figures=tuple(figures),
+        figures=(*figures, *mechanism_figures(mechanism)),
         provenance=provenance,
         notes=tuple(extra_notes),
         scope=_scope(claim, comparability),
@@ -188,6 +191,7 @@ def build_report(
         preregistered=_preregistered(claim, provenance.spec, level, data.dataset),
         sensitivity=tuple(sensitivity),
         power=tuple(power),
+        mechanism=mechanism if mechanism.methods else None,
     )
 
 

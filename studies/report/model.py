@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from studies.catalog import Claim, DatasetComparability
     from studies.claims.preconditions import PreconditionResult
     from studies.claims.verdicts import CheckResult
+    from studies.evidence.mechanism import MechanismSummary
     from studies.report.judge import PowerRow, SensitivityRow
     from studies.tables.model import ResultsTableData
 
@@ -101,6 +102,9 @@ class StudyReportData:
     preregistered: tuple[PreregisteredValue, ...] = ()
     sensitivity: tuple[SensitivityRow, ...] = ()
     power: tuple[PowerRow, ...] = ()
+    # AutoNorm's gates, seed by seed (whether and when the freeze fired, entropy, selector gradient
+    # variance); None for a study without gated methods.
+    mechanism: MechanismSummary | None = None
 
     @property
     def verdict(self) -> str | None:

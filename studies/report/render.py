@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "finding_cells",
     "finding_headers",
+    "mechanism_rows",
     "paper_rows",
     "power_rows",
     "precondition_rows",
@@ -80,6 +81,7 @@ def to_json(report: StudyReportData) -> dict[str, Any]:
         "preregistered": _plain(report.preregistered),
         "sensitivity": _plain(report.sensitivity),
         "power": _plain(report.power),
+        "mechanism": None if report.mechanism is None else report.mechanism.to_json(),
     }
     json.dumps(payload, allow_nan=False)  # fails here, not in a client, if anything is not strict JSON
     return payload
@@ -142,6 +144,46 @@ def sensitivity_rows(report: StudyReportData) -> Rows:
         [r.parameter, f"{r.value:g}", r.verdict, "yes" if r.preregistered else "", r.summary]
         for r in report.sensitivity
     ]
+    return headers, rows
+
+
+def _freeze_cell(seed: Any) -> str:
+    if seed.freeze_decided is None:
+        return "no schedule"
+    if seed.froze:
+        return f"yes, after epoch {seed.freeze_epoch}"
+    return "no" if seed.freeze_decided else "undecided (stopped before T_freeze)"
+
+
+def mechanism_rows(report: StudyReportData) -> Rows:
+    """Per gated row and seed: the freeze, the last gate entropy, and the selector gradient variance."""
+    headers = [
+        "row",
+        "seed",
+        "freeze fired",
+        "last gate entropy",
+        "eps_H",
+        "T_freeze",
+        "gate after freeze",
+        "selector grad var (first → last epoch)",
+    ]
+    rows = []
+    for method in report.mechanism.methods if report.mechanism is not None else ():
+        for seed in method.seeds:
+            entropy = seed.series("entropy")
+            variance = seed.series("selector_grad_var")
+            rows.append(
+                [
+                    method.label,
+                    str(seed.seed),
+                    _freeze_cell(seed),
+                    _num(entropy[-1][1]) if entropy else DASH,
+                    _num(seed.eps_h),
+                    DASH if seed.t_freeze is None else str(seed.t_freeze),
+                    seed.post_freeze_gate or DASH,
+                    f"{variance[0][1]:.3g} → {variance[-1][1]:.3g}" if variance else DASH,
+                ]
+            )
     return headers, rows
 
 
@@ -312,6 +354,19 @@ def to_markdown(report: StudyReportData) -> str:
             *_md_table(headers, rows),
             "",
             "Two-sided paired t-test at the check's alpha, 80 % power, with the seed-to-seed spread measured here.",
+            "",
+        ]
+
+    if report.mechanism is not None:
+        headers, rows = mechanism_rows(report)
+        lines += [
+            "## Mechanism: AutoNorm's gates, seed by seed",
+            "",
+            *_md_table(headers, rows),
+            "",
+            "Entropy is the layer-mean noise-free gate entropy the freeze rule watched; the selector gradient "
+            "variance is taken across each epoch's steps (absent once the selectors are frozen). The HTML "
+            "report plots both per epoch.",
             "",
         ]
 

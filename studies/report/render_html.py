@@ -11,6 +11,7 @@ from studies.catalog import PAPERS
 from studies.report.render import (
     finding_cells,
     finding_headers,
+    mechanism_rows,
     paper_rows,
     power_rows,
     precondition_rows,
@@ -142,6 +143,9 @@ def to_html(report: StudyReportData) -> str:
             '<p class="muted">Two-sided paired t-test at the check\'s alpha, 80 % power, with the seed-to-seed '
             "spread measured here.</p>",
         ]
+
+    if report.mechanism is not None:
+        parts += ["<h2>Mechanism: AutoNorm's gates, seed by seed</h2>", _table(*mechanism_rows(report))]
 
     if report.table is not None:
         parts += ["<h2>Comparison with the reference</h2>", _results_table(report.table)]

@@ -157,3 +157,43 @@ def test_an_unclaimed_study_states_whether_its_reference_converged():
     assert any("reference did not converge" in n for n in report.notes)
     unchecked = build_report(UNTRAINED, provenance=PROVENANCE)
     assert any("states no convergence level" in n for n in unchecked.notes)
+
+
+def _gated_trial(seed: int, value: float, *, freezes: bool) -> TrialData:
+    history = [{"epoch": 0, "train_gate_entropy_mean": 0.693, "gates_frozen": 0, "freeze_epoch": -1}]
+    for epoch in (1, 2, 3, 4):
+        frozen = freezes and epoch >= 2
+        row = {
+            "epoch": epoch,
+            "train_gate_entropy_mean": 0.69 if freezes else 0.6 / epoch,
+            "gates_frozen": int(frozen),
+            "freeze_epoch": 2 if frozen else -1,
+        }
+        if not frozen:
+            row["selector_grad_var"] = 1e-4 / epoch
+        history.append(row)
+    return TrialData(
+        "autonorm_s",
+        seed,
+        "succeeded",
+        value,
+        knobs={"t_freeze": 2, "eps_h": 0.1, "tau": 0.5},
+        history=tuple(history),
+    )
+
+
+def test_every_autonorm_report_shows_whether_and_when_each_seed_froze():
+    trials = [_gated_trial(0, 0.981, freezes=True), _gated_trial(1, 0.982, freezes=False)]
+    trials += [TrialData("frozen_ln", s, "succeeded", v) for s, v in enumerate([0.982, 0.983])]
+    data = StudyData("mnist", "test_accuracy", True, "frozen_ln", tuple(trials))
+    report = build_report(data, provenance=PROVENANCE, claim=MNIST)
+    text = report.to_markdown()
+    assert "## Mechanism: AutoNorm's gates, seed by seed" in text
+    assert "| autonorm_s | 0 | yes, after epoch 2 |" in text
+    assert "| autonorm_s | 1 | no | 0.15 | 0.1 | 2 |" in text
+    names = {f.name for f in report.figures}
+    assert {"gate_entropy_trajectory_autonorm_s", "selector_grad_var_autonorm_s"} <= names
+    assert report.to_json()["mechanism"]["methods"][0]["seeds"][0]["freeze_epoch"] == 2
+    # a study without gated methods has no mechanism section
+    plain = StudyData("mnist", "test_accuracy", True, "frozen_ln", tuple(trials[2:]))
+    assert build_report(plain, provenance=PROVENANCE).mechanism is None

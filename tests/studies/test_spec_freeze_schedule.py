@@ -112,9 +112,13 @@ def test_an_invalid_t_freeze_is_reported_once_by_the_knob_check():
 
 @pytest.mark.parametrize(
     "knob, good, bad",
-    [("freeze_signal", "val", "test"), ("freeze_scope", "per_layer", "layer")],
+    [
+        ("freeze_signal", "val", "test"),
+        ("freeze_scope", "per_layer", "layer"),
+        ("post_freeze_gate", "expected", "argmax"),
+    ],
 )
-def test_the_freeze_signal_and_scope_knobs_apply_to_autonorm_s_only(knob, good, bad):
+def test_the_freeze_signal_scope_and_post_freeze_gate_knobs_apply_to_autonorm_s_only(knob, good, bad):
     assert KNOBS[knob].methods == ("autonorm_s",)
     extra = {"autonorm_s": {"t_freeze": 3, knob: good}}
     assert spec(method_search=extra).search_space_for("autonorm_s")[knob].value == good
@@ -123,3 +127,23 @@ def test_the_freeze_signal_and_scope_knobs_apply_to_autonorm_s_only(knob, good, 
     assert "does not apply to method 'frozen_ln'" in errors(search={knob: good})[("search", knob)]
     choice = {"type": "choice", "values": list(KNOBS[knob].categories)}
     assert spec(method_search={"autonorm_s": {"t_freeze": 3, knob: choice}}).tunes("autonorm_s")
+
+
+def test_the_post_freeze_gate_is_searched_like_the_other_autonorm_s_knobs():
+    # A knob of its own in a sweep: every mode on the grid, the 422 path of a bad one.
+    grid = {"type": "grid", "values": ["sample", "expected", "hard"]}
+    chosen = spec(
+        kind="grid",
+        methods=["autonorm_s"],
+        method_search={"autonorm_s": {"t_freeze": 3, "post_freeze_gate": grid}},
+    )
+    assert chosen.search_space_for("autonorm_s")["post_freeze_gate"].values == ["sample", "expected", "hard"]
+    problems = errors(
+        method_search={
+            "autonorm_s": {"t_freeze": 3, "post_freeze_gate": {"type": "choice", "values": ["hard", "noisy"]}}
+        }
+    )
+    assert (
+        "must be one of sample, expected, hard"
+        in problems[("method_search", "autonorm_s", "post_freeze_gate")]
+    )

@@ -13,6 +13,7 @@ __all__ = [
     "CHECKPOINT_EVERY_KEY",
     "COMPILE_MODES",
     "MODEL_KNOBS",
+    "NORM_OPTION_KNOBS",
     "ORCHESTRATION_KEYS",
     "RESUME_INSENSITIVE_FIELDS",
     "TRAINING_KNOBS",
@@ -55,7 +56,11 @@ COMPILE_MODES: tuple[str, ...] = ("none", "default", "reduce-overhead")
 # Knobs that configure the AutoNorm-S freeze controller rather than the model.
 TRAINING_KNOBS = frozenset({"t_freeze", "eps_h", "freeze_signal", "freeze_scope"})
 
-# Knob name -> model config field. `tau` goes into norm_options and is handled separately.
+# Knobs that go into the gated norm's options (models.norms.AutoNorm), only where the norm is AutoNorm:
+# its Gumbel temperature and the gate of a frozen AutoNorm-S selector.
+NORM_OPTION_KNOBS = frozenset({"tau", "post_freeze_gate"})
+
+# Knob name -> model config field. NORM_OPTION_KNOBS are handled separately.
 MODEL_KNOBS: dict[str, str] = {
     **KNOB_MODEL_FIELDS,  # the knobs a study spec may search (one table, owned by studies.spec)
     # Config fields a trial config may also set directly by their own names.
@@ -135,11 +140,11 @@ class TrainConfig:
         for name in ("corruptions", "severities"):  # JSON gives lists; keep tuples so configs compare equal
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        unknown = set(self.knobs) - TRAINING_KNOBS - set(MODEL_KNOBS) - {"tau"} - set(_HYPERPARAMETER_FIELDS)
+        known = TRAINING_KNOBS | set(MODEL_KNOBS) | NORM_OPTION_KNOBS | set(_HYPERPARAMETER_FIELDS)
+        unknown = set(self.knobs) - known
         if unknown:
-            known = sorted(TRAINING_KNOBS | set(MODEL_KNOBS) | {"tau"} | set(_HYPERPARAMETER_FIELDS))
-            raise ValueError(f"unknown knobs {sorted(unknown)}; known knobs: {known}")
-        for name in ("freeze_signal", "freeze_scope"):
+            raise ValueError(f"unknown knobs {sorted(unknown)}; known knobs: {sorted(known)}")
+        for name in ("freeze_signal", "freeze_scope", "post_freeze_gate"):
             allowed = KNOBS[name].categories
             if name in self.knobs and self.knobs[name] not in allowed:
                 raise ValueError(f"knob {name} must be one of {', '.join(allowed)}, got {self.knobs[name]!r}")
@@ -175,11 +180,11 @@ class TrainConfig:
 
     @property
     def t_freeze(self) -> int:
-        return int(self.knobs.get("t_freeze", DEFAULT_T_FREEZE))  # paper default
+        return int(self.knobs.get("t_freeze", DEFAULT_T_FREEZE))  # NormLab default (the paper gives none)
 
     @property
     def eps_h(self) -> float:
-        return float(self.knobs.get("eps_h", DEFAULT_EPS_H))  # paper default
+        return float(self.knobs.get("eps_h", DEFAULT_EPS_H))  # NormLab default (the paper gives none)
 
     @property
     def freeze_signal(self) -> str:
@@ -190,6 +195,13 @@ class TrainConfig:
     def freeze_scope(self) -> str:
         """ "global" (mean entropy, every selector together) or "per_layer" (each selector on its own)."""
         return str(self.knobs.get("freeze_scope", "global"))
+
+    @property
+    def post_freeze_gate(self) -> str:
+        """The gate of a frozen AutoNorm-S selector (models.norms.autonorm.POST_FREEZE_GATES): "sample"
+        (default: Gumbel noise as before the freeze, so results from before the knob stay comparable),
+        "expected" or "hard". The model reads it from its norm options (`model_config`)."""
+        return str(self.knobs.get("post_freeze_gate", "sample"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -228,9 +240,12 @@ def model_config(cfg: TrainConfig, *, norm_kind: str, model_fields: Mapping[str,
         if knob in MODEL_KNOBS:
             config[MODEL_KNOBS[knob]] = value
     norm_options = dict(cfg.model_overrides.get("norm_options") or {})
-    # Only gated norms have a temperature; other norm layers would reject the option.
-    if "tau" in cfg.knobs and norm_kind == "autonorm":
-        norm_options.setdefault("tau", float(cfg.knobs["tau"]))
+    # Only gated norms have a temperature and a post-freeze gate; other norm layers would reject them.
+    if norm_kind == "autonorm":
+        if "tau" in cfg.knobs:
+            norm_options.setdefault("tau", float(cfg.knobs["tau"]))
+        if "post_freeze_gate" in cfg.knobs:
+            norm_options.setdefault("post_freeze_gate", str(cfg.knobs["post_freeze_gate"]))
     config.update({k: v for k, v in cfg.model_overrides.items() if k != "norm_options"})
     if norm_options:
         config["norm_options"] = norm_options

@@ -18,7 +18,14 @@ from workers.training.batches import device_resident, iterate_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
 from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
-from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, TrainGateEntropy, layer_entropies
+from workers.training.metrics import (
+    GateStats,
+    MetricAccumulator,
+    SelectorGradVariance,
+    TaskLoss,
+    TrainGateEntropy,
+    layer_entropies,
+)
 from workers.training.optim import build_optimizer
 from workers.training.run_parts import (
     build_freezer,
@@ -98,7 +105,7 @@ class TrainingRun:
         # Imported here so workers.training stays importable (and testable) without the heavy registries.
         from models import build_model
         from models.methods import norm_for_method
-        from models.norms import gated_norms
+        from models.norms import gated_norms, selector_parameters
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
@@ -117,6 +124,7 @@ class TrainingRun:
         self.freezer = build_freezer(cfg, choice.gate_freeze)
         self.gated_layers = len(gated_norms(self.model))
         self.train_gates = TrainGateEntropy([norm for _, norm in gated_norms(self.model)])
+        self.selector_grads = SelectorGradVariance(selector_parameters(self.model))
         self.data_generator = torch.Generator().manual_seed(cfg.seed)
         # Where training batches are gathered: the split itself, or its copy on the GPU (same values).
         self.train_split = device_resident(self.bundle.train, self.device)
@@ -160,6 +168,7 @@ class TrainingRun:
         train_time = time.perf_counter() - started
         metric, gates = self.evaluate(self.bundle.val)
         train_gates = self.train_gates.compute()
+        selector_grads = self.selector_grads.compute()
         if self.freezer is not None:
             entropies = layer_entropies({**gates, **train_gates}, cfg.freeze_signal)
             if not entropies:
@@ -171,6 +180,7 @@ class TrainingRun:
             **validation_metrics(self.bundle.metric, metric),
             **gates,
             **train_gates,
+            **selector_grads,
             **self._freeze_metrics(),
             "lr": self.scheduler.get_last_lr()[0],
         }
@@ -196,6 +206,7 @@ class TrainingRun:
             order = order.to(split.tensors[0].device)  # one copy an epoch, not an index copy per step
         loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
         self.train_gates.reset()
+        self.selector_grads.reset()
         samples = 0
         bar = progress_bar(cfg, self.steps_per_epoch, f"epoch {self.epoch}/{cfg.epochs}")
         try:
@@ -213,6 +224,7 @@ class TrainingRun:
                 loss = self.loss_fn(output, y)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                self.selector_grads.update()  # the loss's own selector gradient, before clipping
                 if cfg.grad_clip is not None and cfg.grad_clip > 0:
                     nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                 self.optimizer.step()

@@ -14,15 +14,20 @@ from models.norms.autonorm import AutoNorm, gate_entropy
 
 __all__ = [
     "FREEZE_SIGNAL_PREFIXES",
+    "SELECTOR_GRAD_VAR",
     "GateStats",
     "MetricAccumulator",
+    "SelectorGradVariance",
     "TaskLoss",
     "TrainGateEntropy",
     "layer_entropies",
+    "summed_grad_variance",
 ]
 
 # Where each AutoNorm-S freeze signal's per-layer entropies sit in an epoch's metrics.
 FREEZE_SIGNAL_PREFIXES = {"train": "train_gate_entropy_", "val": "gate_entropy_"}
+# The epoch metric of `SelectorGradVariance` (and of its stacked twin in workers.training.seed_metrics).
+SELECTOR_GRAD_VAR = "selector_grad_var"
 
 _CLASSIFICATION_TASKS = frozenset(
     {"image_classification", "sequence_classification", "token_classification", "language_modeling"}
@@ -182,3 +187,69 @@ def layer_entropies(metrics: Mapping[str, float], signal: str) -> list[float]:
     while f"{prefix}{len(values)}" in metrics:
         values.append(float(metrics[f"{prefix}{len(values)}"]))
     return values
+
+
+class SelectorGradVariance:
+    """`selector_grad_var`: how much the AutoNorm selectors' gradient varies from step to step within one
+    epoch (the AutoNorm paper blames the Gumbel-Softmax selector's gradient noise for its "stabilisation
+    bottleneck"). With g_t the flattened gradient of the selector parameters that train this epoch (P
+    elements; read after backward, before clipping, so it is the loss's own gradient) at optimizer step
+    t = 1..n, and g_bar its mean over the epoch's n steps,
+
+        selector_grad_var = (1 / P) * (1 / n) * sum_t ||g_t - g_bar||^2
+
+    the per-element variance across steps (population, divided by n), averaged over the elements: the
+    trace of the step gradients' covariance over P. Why this one: it is the quantity that sets SGD's
+    noise (the numerator of the gradient noise scale tr(Sigma) / |G|^2); it sees noise that turns the
+    gradient without changing its length, which the variance of the gradient norm would miss; and it is
+    cheap, a running sum of the gradients (P float64 values) and of their squared norms (one scalar) on
+    the device, with one host sync per epoch. It counts every source of step-to-step variation, the
+    minibatch and the Gumbel draws alike, plus the drift of the mean gradient within the epoch.
+
+    A frozen selector has no gradient (AutoNorm-S): it is left out of P. An epoch in which no selector
+    trained (after a global freeze, or a model without AutoNorm) or no step ran reports no value at all
+    (the key is absent), rather than a 0 that would read as a perfectly quiet gradient.
+    """
+
+    def __init__(self, params: Sequence[torch.nn.Parameter]) -> None:
+        self._params = list(params)  # every selector parameter (models.norms.selector_parameters)
+        self._trained: list[torch.nn.Parameter] = []
+        self._sum: torch.Tensor | None = None  # (P,) float64, summed gradients
+        self._square: torch.Tensor | None = None  # () float64, summed squared gradient norms
+        self._steps = 0
+
+    def reset(self) -> None:
+        """Start an epoch; the selectors that train are those not frozen now (a freeze comes between
+        epochs, never within one)."""
+        self._trained = [p for p in self._params if p.requires_grad]
+        self._sum, self._square, self._steps = None, None, 0
+
+    def update(self) -> None:
+        """Add this step's selector gradient (call after backward, before clipping)."""
+        if not self._trained:
+            return
+        flat = torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self._trained]
+        ).to(torch.float64)
+        square = torch.dot(flat, flat)
+        if self._sum is None or self._square is None:
+            self._sum, self._square = flat, square
+        else:
+            self._sum.add_(flat)
+            self._square = self._square + square
+        self._steps += 1
+
+    def compute(self) -> dict[str, float]:
+        """{"selector_grad_var": value}, or {} when no selector trained or no step ran this epoch."""
+        if self._sum is None or self._square is None or self._steps == 0:
+            return {}
+        total = float(summed_grad_variance(self._sum, self._square, self._steps))  # the host sync
+        return {SELECTOR_GRAD_VAR: total / self._sum.numel()}
+
+
+def summed_grad_variance(grad_sum: torch.Tensor, square_sum: torch.Tensor, steps: int) -> torch.Tensor:
+    """sum over elements of the per-element variance across `steps` steps, from the running sums:
+    grad_sum (..., P) of the gradients and square_sum (...) of their squared norms -> (...). Computed as
+    square_sum / n - ||g_bar||^2 in float64, clamped at 0 against rounding."""
+    mean = grad_sum / steps
+    return (square_sum / steps - (mean * mean).sum(dim=-1)).clamp_min(0.0)

@@ -8,9 +8,10 @@ single-seed `TrainingRun` with that seed gives it:
 - data order, augmentation and MixUp/CutMix: the seed's own generators, seeded as TrainingRun seeds
   them, so batch b of seed s is the batch the single run with seed s sees at step b;
 - AdamW with the same weight-decay groups, the same warmup+cosine schedule, gradient clipping with the
-  norm taken over that seed's gradients only, and its own AutoNorm-S freeze decision
-  (workers.training.seed_step);
-- per-epoch metrics with TrainingRun's keys, one dict per seed, and a checkpoint state per seed that a
+  norm taken over that seed's gradients only, its own AutoNorm-S freeze decision and, after it, its own
+  post-freeze gate (workers.training.seed_step);
+- per-epoch metrics with TrainingRun's keys (`selector_grad_var` included, from each seed's own slice of
+  the stacked selector gradients), one dict per seed, and a checkpoint state per seed that a
   single-seed TrainingRun can load (and that this class can load back, k at a time).
 
 What differs: dropout, drop-path and Gumbel gate noise are drawn per seed from the global generator
@@ -197,6 +198,7 @@ class SeedBatchedRun:
         train_time = time.perf_counter() - started
         results = self.evaluate(self.bundle.val)
         train_gates = self.train_gates.compute()
+        selector_grads = self.step.selector_grads.compute()
         if self.freezers is not None:
             for i, freezer in enumerate(self.freezers):
                 entropies = layer_entropies({**results[i][1], **train_gates[i]}, cfg.freeze_signal)
@@ -218,6 +220,7 @@ class SeedBatchedRun:
                 **validation_metrics(self.bundle.metric, metric),
                 **gates,
                 **train_gates[i],
+                **selector_grads[i],
                 **self._freeze_metrics(i),
                 "lr": self.scheduler.get_last_lr()[0],
                 **test_metrics[i],
@@ -256,7 +259,10 @@ class SeedBatchedRun:
         try:
             for x, y in iterate_batches(dataset, self.cfg.eval_batch_size):
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-                outputs, probs = self.stacked.forward_shared_input(self._eval_forward, x)  # (k, B, ...)
+                # (k, B, ...); the per-seed frozen flags ride along: a frozen "hard" gate is one-hot in eval too
+                outputs, probs = self.stacked.forward_shared_input(
+                    self._eval_forward, x, self.step.call_buffers()
+                )
                 self.step.clear_gate_cache()
                 summaries = stacked_gate_summaries(self.gate_layers, probs)
                 for i in range(self.num_seeds):
@@ -276,6 +282,7 @@ class SeedBatchedRun:
         )
         loss_sum = torch.zeros(self.num_seeds, device=self.device)  # (k,) on device: one host sync per epoch
         self.train_gates.reset()
+        self.step.selector_grads.reset(self.step.freezes.trained_selector_elements())
         samples = 0
         bar = progress_bar(
             self.cfg, self.steps_per_epoch, f"epoch {self.epoch}/{self.cfg.epochs} ({self.num_seeds} seeds)"

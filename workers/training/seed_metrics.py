@@ -3,19 +3,21 @@
 The stacked forward returns each gated layer's noise-free gate probabilities as one (k, B, 2) tensor
 (causal: (k, B, T, 2)); these helpers reduce them per seed exactly as `models.norms.gate_summary` and
 `workers.training.metrics.TrainGateEntropy` reduce a single model's, with one host sync per batch or
-epoch instead of one per seed and layer.
+epoch instead of one per seed and layer. `StackedSelectorGradVariance` is
+`workers.training.metrics.SelectorGradVariance` per seed, on the stacked selector gradients.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from models.norms.autonorm import gate_entropy
+from workers.training.metrics import SELECTOR_GRAD_VAR, summed_grad_variance
 
-__all__ = ["StackedTrainGateEntropy", "stacked_gate_summaries"]
+__all__ = ["StackedSelectorGradVariance", "StackedTrainGateEntropy", "stacked_gate_summaries"]
 
 
 def stacked_gate_summaries(
@@ -73,3 +75,51 @@ class StackedTrainGateEntropy:
             metrics["train_gate_entropy_mean"] = sum(per_layer) / len(per_layer)
             results.append(metrics)
         return results
+
+
+class StackedSelectorGradVariance:
+    """Per seed, `selector_grad_var` (defined by workers.training.metrics.SelectorGradVariance) from the
+    stacked (k, ...) selector gradients of each step.
+
+    A seed's frozen selectors have their gradient slices zeroed before this sees them
+    (seed_step.SelectorFreezes.zero_grads_): they add nothing to the sums, and `reset` is told how many
+    elements each seed still trains, so the per-element average runs over the same selectors as in a
+    single-seed run. A seed that trains none reports no value (an empty dict), as a single-seed run does.
+    """
+
+    def __init__(self, names: Sequence[str], num_seeds: int) -> None:
+        self.names = list(names)  # stacked names of every selector parameter
+        self.num_seeds = num_seeds
+        self._elements: list[int] = [0] * num_seeds
+        self._sum: torch.Tensor | None = None  # (k, P) float64, summed gradients
+        self._square: torch.Tensor | None = None  # (k,) float64, summed squared gradient norms
+        self._steps = 0
+
+    def reset(self, trained_elements: Sequence[int]) -> None:
+        """Start an epoch; `trained_elements[i]`: selector elements seed i trains (not frozen) this epoch."""
+        self._elements = [int(n) for n in trained_elements]
+        self._sum, self._square, self._steps = None, None, 0
+
+    def update(self, grads: Mapping[str, torch.Tensor]) -> None:
+        """Add one step: the stacked gradients by name, frozen slices already zeroed, before clipping."""
+        if not self.names:
+            return
+        flat = torch.cat([grads[name].reshape(self.num_seeds, -1) for name in self.names], dim=1)
+        flat = flat.to(torch.float64)  # (k, P)
+        square = (flat * flat).sum(dim=1)  # (k,)
+        if self._sum is None or self._square is None:
+            self._sum, self._square = flat, square
+        else:
+            self._sum.add_(flat)
+            self._square = self._square + square
+        self._steps += 1
+
+    def compute(self) -> list[dict[str, float]]:
+        """Per seed: {"selector_grad_var": value}, or {} when it trained no selector or no step ran."""
+        if self._sum is None or self._square is None or self._steps == 0:
+            return [{} for _ in range(self.num_seeds)]
+        totals = summed_grad_variance(self._sum, self._square, self._steps).tolist()  # one host sync
+        return [
+            {SELECTOR_GRAD_VAR: total / elements} if elements > 0 else {}
+            for total, elements in zip(totals, self._elements, strict=True)
+        ]

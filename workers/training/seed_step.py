@@ -14,7 +14,10 @@ the same weight-decay groups. What needs care is what is NOT elementwise in a si
   momentum step, no decay). A stacked tensor cannot skip one slice, so a frozen seed's selector
   gradient is zeroed (it then adds nothing to that seed's clipping norm) and its parameter and AdamW
   moment slices are put back after the step (`SelectorFreezes`): AdamW with a zero gradient would
-  still move the weights by momentum and decay them.
+  still move the weights by momentum and decay them;
+- a frozen selector's gate follows AutoNorm's `post_freeze_gate`; unless that is "sample" (the gate does
+  not change at the freeze), each gated layer is handed its (k,) per-seed frozen flags through the
+  vmapped call (`SelectorFreezes.gate_flags`, read as `AutoNorm.seed_frozen`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch import nn
 
 from workers.training.compiled import CompiledCall
 from workers.training.optim import adamw, parameter_groups
+from workers.training.seed_metrics import StackedSelectorGradVariance
 from workers.training.stacked import StackedModels, attention_backends_for_vmap
 
 __all__ = [
@@ -80,16 +84,25 @@ class SelectorFreezes:
 
         self.num_seeds = num_seeds
         self.device = device
+        norms = gated_norms(template)
         # per gated layer (models.norms.gated_norms order): the stacked names of its selector parameters
         self.layer_params: list[list[str]] = [
             [f"{layer}.selector.{name}" for name, _ in norm.selector.named_parameters()]
-            for layer, norm in gated_norms(template)
+            for layer, norm in norms
         ]
         self.masks: dict[str, torch.Tensor] = {}  # stacked name -> (k,) bool, only names frozen somewhere
+        # per gated layer: how many selector parameter elements it has
+        self.layer_sizes = [sum(p.numel() for p in norm.selector.parameters()) for _, norm in norms]
+        # (L, k) bool: which seeds froze each gated layer's selector; its rows are the per-seed flags the
+        # vmapped forward reads where a frozen gate differs from the sampled one (`gate_flags`).
+        self.layer_frozen = torch.zeros(len(norms), num_seeds, dtype=torch.bool, device=device)
+        fixed_gate = any(norm.post_freeze_gate != "sample" for _, norm in norms)
+        self._flag_names = [f"{layer}.seed_frozen" for layer, _ in norms] if fixed_gate else []
 
     def set_frozen_layers(self, seed_index: int, layers: Sequence[int]) -> None:
         """Freeze the selectors of gated layers `layers` for one seed (a freeze is never undone)."""
         for layer in layers:
+            self.layer_frozen[layer, seed_index] = True
             for name in self.layer_params[layer]:
                 mask = self.masks.setdefault(
                     name, torch.zeros(self.num_seeds, dtype=torch.bool, device=self.device)
@@ -99,6 +112,23 @@ class SelectorFreezes:
     def clear(self) -> None:
         """No selector frozen anywhere (before restoring a checkpoint's freezes)."""
         self.masks.clear()
+        self.layer_frozen.zero_()
+
+    def gate_flags(self) -> dict[str, torch.Tensor]:
+        """What the vmapped forward passes beside the buffers: per gated layer `<layer>.seed_frozen`, its
+        (k,) frozen flags (each seed sees a 0-d bool, AutoNorm.seed_frozen). Empty when every frozen gate
+        keeps sampling (post_freeze_gate "sample"): nothing to choose between, the call is as before."""
+        if not self._flag_names:
+            return {}
+        return dict(zip(self._flag_names, self.layer_frozen.unbind(0), strict=True))
+
+    def trained_selector_elements(self) -> list[int]:
+        """Per seed: how many selector parameter elements it still trains (those of unfrozen layers)."""
+        frozen = self.layer_frozen.tolist()  # (L, k)
+        return [
+            sum(size for size, row in zip(self.layer_sizes, frozen, strict=True) if not row[seed])
+            for seed in range(self.num_seeds)
+        ]
 
     def is_frozen(self, seed_index: int, name: str) -> bool:
         mask = self.masks.get(name)
@@ -155,6 +185,10 @@ class SeedBatchedStep:
         self.amp = amp and device.type == "cuda"
         self.gated = [norm for _, norm in gated_norms(stacked.template)]
         self.freezes = SelectorFreezes(stacked.template, stacked.num_seeds, device)
+        # Per seed, the epoch's selector gradient variance (the run resets and reads it each epoch).
+        self.selector_grads = StackedSelectorGradVariance(
+            [name for names in self.freezes.layer_params for name in names], stacked.num_seeds
+        )
         self.last_grad_norms: torch.Tensor | None = None  # (k,) pre-clip gradient norms of the last step
         # budget.compile: the vmap(grad) below under torch.compile. It returns gradients and changes no
         # state, so a compiler failure can fall back to the eager call safely (CompiledCall).
@@ -166,11 +200,12 @@ class SeedBatchedStep:
         params = self.stacked.params
         forms = self.stacked.compilable_forms() if self.grads.active else contextlib.nullcontext()
         with attention_backends_for_vmap(self.device), forms:
-            grads, (loss, probs) = self.grads(params, self.stacked.buffers, x, y)
+            grads, (loss, probs) = self.grads(params, self.call_buffers(), x, y)
         self.clear_gate_cache()
         if self.grads.cuda_graphs:  # the next replay overwrites its outputs; these two outlive the step
             loss, probs = loss.clone(), tuple(p.clone() for p in probs)
         self.freezes.zero_grads_(grads)
+        self.selector_grads.update(grads)  # each seed's own selector gradient, before clipping
         if self.grad_clip is not None:
             self.last_grad_norms = clip_grad_norm_per_seed_(list(grads.values()), self.grad_clip)
         for name, param in params.items():
@@ -180,6 +215,13 @@ class SeedBatchedStep:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach(), probs
+
+    def call_buffers(self) -> dict[str, torch.Tensor]:
+        """What the vmapped template call substitutes besides the parameters, stacked (k, ...): the
+        buffers, plus each gated layer's per-seed frozen flags where a frozen gate is fixed
+        (SelectorFreezes.gate_flags)."""
+        flags = self.freezes.gate_flags()
+        return {**self.stacked.buffers, **flags} if flags else self.stacked.buffers
 
     def clear_gate_cache(self) -> None:
         """AutoNorm keeps its last probabilities on the module; under vmap those are transform-wrapped

@@ -85,11 +85,16 @@ class StackedModels:
         return vmap(grad_and_value(loss_fn, has_aux=True), in_dims=(0, 0, 0, 0), randomness="different")
 
     def forward_shared_input(
-        self, fn: Callable[[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor], Any], Any], x: Any
+        self,
+        fn: Callable[[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor], Any], Any],
+        x: Any,
+        buffers: Mapping[str, torch.Tensor] | None = None,
     ) -> Any:
-        """fn(params, buffers, x) for every seed on the same input x (evaluation): outputs stacked (k, ...)."""
+        """fn(params, buffers, x) for every seed on the same input x (evaluation): outputs stacked (k, ...).
+        `buffers` replaces the stacked buffers (e.g. with per-seed flags added); default: `self.buffers`."""
+        buffers = self.buffers if buffers is None else buffers
         with attention_backends_for_vmap(self.device):
-            return vmap(fn, in_dims=(0, 0, None), randomness="different")(self.params, self.buffers, x)
+            return vmap(fn, in_dims=(0, 0, None), randomness="different")(self.params, buffers, x)
 
     @contextlib.contextmanager
     def compilable_forms(self) -> Iterator[None]:

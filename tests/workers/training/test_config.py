@@ -103,3 +103,17 @@ def test_freeze_signal_and_scope_default_to_train_batches_and_one_global_decisio
 def test_unknown_freeze_signals_and_scopes_are_refused(knobs):
     with pytest.raises(ValueError, match="must be one of"):
         TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 2, **knobs}))
+
+
+def test_the_post_freeze_gate_defaults_to_sampling_and_reaches_only_autonorm_layers():
+    assert TrainConfig.from_trial_config(_trial()).post_freeze_gate == "sample"
+    cfg = TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 2, "post_freeze_gate": "expected"}))
+    assert cfg.post_freeze_gate == "expected"
+    fields = model_config(cfg, norm_kind="autonorm", model_fields={})
+    assert fields["norm_options"] == {"post_freeze_gate": "expected"}
+    assert "norm_options" not in model_config(cfg, norm_kind="layernorm", model_fields={})
+
+
+def test_an_unknown_post_freeze_gate_is_refused():
+    with pytest.raises(ValueError, match="post_freeze_gate must be one of sample, expected, hard"):
+        TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 2, "post_freeze_gate": "argmax"}))

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
+from models.norms import gated_norms
+from workers.training import CHECKPOINT_FILE, TrainConfig, TrainingRun, load_checkpoint, run_training
+from workers.training.batches import iterate_batches
+from workers.training.metrics import SELECTOR_GRAD_VAR
 from workers.training.optim import parameter_groups
 
 # Wall-clock measurements differ between any two runs; everything else must match bit for bit.
@@ -415,6 +418,7 @@ def test_a_per_layer_freeze_stops_exactly_the_selectors_whose_entropy_stayed_hig
     expected = [int(h >= eps_h) for h in entropies]  # epoch 1 is the same run up to the decision
     assert [final[f"gate_frozen_{i}"] for i in range(5)] == expected
     assert final["gates_frozen"] == 1 and final["freeze_epoch"] == 1
+    assert final[SELECTOR_GRAD_VAR] >= 0.0  # over the selectors that still train
     names = list(dict.fromkeys(k.split(".selector.")[0] for k in states[1]["model"] if ".selector." in k))
     for index, name in enumerate(names):
         keys = [k for k in states[1]["model"] if k.startswith(f"{name}.selector.")]
@@ -442,3 +446,50 @@ def test_resuming_a_per_layer_validation_signal_run_equals_the_uninterrupted_run
     assert straight_state["freezer"] == resumed_state["freezer"]
     for name, tensor in straight_state["model"].items():
         assert torch.equal(tensor, resumed_state["model"][name]), name
+
+
+def test_every_epoch_reports_the_selector_gradient_variance_until_a_global_freeze(tmp_path):
+    cfg = replace(SMALL, epochs=3, knobs={"t_freeze": 1, "eps_h": 0.0}, mixup=0.0, cutmix=0.0)
+    _, reports = _run(cfg, tmp_path)
+    epoch0, epoch1, epoch2, epoch3 = (metrics for metrics, _ in reports)
+    assert SELECTOR_GRAD_VAR not in epoch0  # no step before epoch 1
+    assert math.isfinite(epoch1[SELECTOR_GRAD_VAR]) and epoch1[SELECTOR_GRAD_VAR] > 0.0
+    # Decided after epoch 1 (entropy never below 0): no selector gradient from then on, so no value.
+    assert (epoch1["gates_frozen"], epoch1["freeze_epoch"]) == (1, 1)
+    assert SELECTOR_GRAD_VAR not in epoch2 and SELECTOR_GRAD_VAR not in epoch3
+    # The rest of the mechanism sits beside it in every trained epoch.
+    for metrics in (epoch1, epoch2, epoch3):
+        assert {"gate_entropy_mean", "train_gate_entropy_mean", "gates_frozen", "freeze_epoch"} <= set(
+            metrics
+        )
+    unfrozen, _ = _run(replace(cfg, method="autonorm", knobs={}), tmp_path / "autonorm")
+    assert unfrozen[SELECTOR_GRAD_VAR] > 0.0
+    without_gates, _ = _run(replace(cfg, method="dyt", epochs=1, knobs={}), tmp_path / "dyt")
+    assert SELECTOR_GRAD_VAR not in without_gates
+
+
+@pytest.mark.parametrize("mode", ["expected", "hard"])
+def test_the_post_freeze_gate_knob_fixes_the_frozen_gates_of_the_trained_model(mode):
+    cfg = replace(
+        SMALL,
+        epochs=2,
+        knobs={"t_freeze": 1, "eps_h": 0.0, "post_freeze_gate": mode},
+        model_overrides={"dropout": 0.0, "drop_path": 0.0},
+        mixup=0.0,
+        cutmix=0.0,
+    )
+    run = TrainingRun(cfg)
+    norms = [norm for _, norm in gated_norms(run.model)]
+    assert norms and all(n.post_freeze_gate == mode and not n.selector_frozen for n in norms)
+    run.train_one_epoch()  # decides: frozen
+    assert all(n.selector_frozen for n in norms)
+    run.train_one_epoch()  # trains on with the fixed gate
+    x, _ = next(iterate_batches(run.bundle.train, 16))
+    run.model.train()
+    torch.manual_seed(1)
+    first = run.model(x)
+    torch.manual_seed(2)
+    torch.testing.assert_close(run.model(x), first, rtol=0, atol=0)  # train mode, yet no gate noise
+    resumed = TrainingRun(cfg)
+    resumed.load_state_dict(run.state_dict())  # a restored freeze fixes the gates again
+    assert all(norm.selector_frozen for _, norm in gated_norms(resumed.model))

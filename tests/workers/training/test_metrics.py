@@ -5,12 +5,15 @@ import torch
 
 from workers.training.metrics import (
     FREEZE_SIGNAL_PREFIXES,
+    SELECTOR_GRAD_VAR,
     GateStats,
     MetricAccumulator,
+    SelectorGradVariance,
     TaskLoss,
     TrainGateEntropy,
     layer_entropies,
 )
+from workers.training.seed_metrics import StackedSelectorGradVariance
 
 
 def test_accuracy_ignores_padded_tokens():
@@ -162,3 +165,90 @@ def test_per_token_gates_of_a_causal_head_count_one_entry_per_token():
     tracker = TrainGateEntropy([layer])
     tracker.update()
     assert tracker.compute()["train_gate_entropy_0"] == pytest.approx(2 / 3 * math.log(2))
+
+
+def _selector_steps(seed: int, steps: int = 5) -> list[list[torch.Tensor]]:
+    """Per step, the gradients of two parameters shaped (3, 4) and (2,), with a common offset (the mean
+    gradient) that the variance must not count."""
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        [torch.randn(3, 4, generator=generator) + 5.0, torch.randn(2, generator=generator) - 3.0]
+        for _ in range(steps)
+    ]
+
+
+def test_selector_grad_var_is_the_per_element_variance_across_steps_averaged_over_elements():
+    params = [torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(2))]
+    steps = _selector_steps(0)
+    tracker = SelectorGradVariance(params)
+    tracker.reset()
+    for grads in steps:
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = grad
+        tracker.update()
+    flat = torch.stack([torch.cat([g.reshape(-1) for g in grads]) for grads in steps]).double()  # (n, P)
+    expected = flat.var(dim=0, unbiased=False).mean()
+    assert tracker.compute() == {SELECTOR_GRAD_VAR: pytest.approx(float(expected), rel=1e-9)}
+
+
+def test_selector_grad_var_is_zero_for_a_constant_gradient_and_absent_without_a_trained_selector():
+    param = torch.nn.Parameter(torch.zeros(4))
+    tracker = SelectorGradVariance([param])
+    tracker.reset()
+    assert tracker.compute() == {}  # no step yet
+    for _ in range(3):
+        param.grad = torch.full((4,), 1e3)
+        tracker.update()
+    assert tracker.compute() == {SELECTOR_GRAD_VAR: pytest.approx(0.0, abs=1e-9)}
+    param.requires_grad_(False)  # frozen (AutoNorm-S): no selector left to measure
+    param.grad = None
+    tracker.reset()
+    tracker.update()
+    assert tracker.compute() == {}
+    assert SelectorGradVariance([]).compute() == {}  # a model without AutoNorm
+
+
+def test_the_stacked_variance_is_each_seeds_own_and_skips_a_frozen_seed():
+    seeds = [_selector_steps(seed) for seed in (0, 1)]
+    tracker = StackedSelectorGradVariance(["a", "b"], num_seeds=2)
+    tracker.reset([14, 14])
+    for step in range(5):
+        tracker.update(
+            {name: torch.stack([seeds[i][step][j] for i in (0, 1)]) for j, name in enumerate("ab")}
+        )
+    values = tracker.compute()
+    for i in (0, 1):
+        single = SelectorGradVariance(
+            [torch.nn.Parameter(torch.zeros(3, 4)), torch.nn.Parameter(torch.zeros(2))]
+        )
+        single.reset()
+        for grads in seeds[i]:
+            for param, grad in zip(single._params, grads, strict=True):
+                param.grad = grad
+            single.update()
+        assert values[i][SELECTOR_GRAD_VAR] == pytest.approx(single.compute()[SELECTOR_GRAD_VAR], rel=1e-9)
+    tracker.reset([0, 14])  # seed 0 froze every selector: its gradient slices arrive zeroed
+    tracker.update({"a": torch.zeros(2, 3, 4), "b": torch.zeros(2, 2)})
+    assert tracker.compute() == [{}, {SELECTOR_GRAD_VAR: 0.0}]
+
+
+def test_a_partly_frozen_model_measures_the_selectors_that_still_train():
+    trained, frozen = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(5))
+    frozen.requires_grad_(False)  # a per_layer freeze: this selector has no gradient any more
+    tracker = SelectorGradVariance([trained, frozen])
+    tracker.reset()
+    grads = [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 2.0, 1.0])]
+    for grad in grads:
+        trained.grad = grad
+        tracker.update()
+    expected = float(torch.stack(grads).var(dim=0, unbiased=False).mean())  # over 3 elements, not 8
+    assert tracker.compute()[SELECTOR_GRAD_VAR] == pytest.approx(expected)
+
+
+def test_the_mechanism_summary_reads_the_metric_names_the_loop_writes():
+    from studies.evidence import mechanism
+
+    assert mechanism.SELECTOR_GRAD_VAR == SELECTOR_GRAD_VAR
+    assert {
+        signal: f"{prefix}mean" for signal, prefix in FREEZE_SIGNAL_PREFIXES.items()
+    } == mechanism.ENTROPY_KEYS

@@ -18,9 +18,10 @@ from torch import nn
 
 from models import build_model
 from models.norms import gated_norms
+from models.norms.autonorm import POST_FREEZE_GATES
 from models.norms.mixed import _fast_path_applies
 from workers.training import TrainConfig, TrainingRun, load_checkpoint, save_checkpoint
-from workers.training.metrics import TaskLoss, layer_entropies
+from workers.training.metrics import SELECTOR_GRAD_VAR, TaskLoss, layer_entropies
 from workers.training.optim import build_optimizer
 from workers.training.schedule import build_warmup_cosine
 from workers.training.seed_batch import SeedBatchedRun
@@ -129,10 +130,14 @@ def test_stacked_seeds_match_single_seed_runs_step_for_step(method, noise_free_g
         assert "gate_dyt_weight_0" in batched_histories[0][-1]
 
 
-def test_each_seed_takes_its_own_autonorm_s_freeze_decision(noise_free_gates):
+@pytest.mark.parametrize("post_freeze_gate", POST_FREEZE_GATES)
+def test_each_seed_takes_its_own_autonorm_s_freeze_decision(post_freeze_gate, noise_free_gates):
     # Epoch 1 of AutoNorm-S is plain AutoNorm: read each seed's epoch-1 gate entropy, then put eps_H
     # between the seeds so that some seeds saw an entropy below it (they keep training their selectors)
-    # and the others did not (frozen after epoch 1).
+    # and the others did not (frozen after epoch 1). In epoch 2 the frozen seeds' gates follow
+    # post_freeze_gate while the others keep their (noise-free) sampled gate at temperature tau, a
+    # different gate for "expected" and "hard": the stacked seeds must choose per seed as a single run
+    # chooses for itself.
     # A large learning rate, so that a few steps already move the gates away from entropy ln 2.
     base = replace(NOISE_FREE, lr=1e-2, max_steps_per_epoch=4)
     _, probe = _batched(replace(base, method="autonorm", epochs=1), SEEDS, epochs=1)
@@ -145,7 +150,8 @@ def test_each_seed_takes_its_own_autonorm_s_freeze_decision(noise_free_gates):
     expected_frozen = [int(h >= eps_h) for h in entropies]
     assert 0 < sum(expected_frozen) < len(SEEDS)
 
-    cfg = replace(base, method="autonorm_s", knobs={"t_freeze": 1, "eps_h": eps_h})
+    knobs = {"t_freeze": 1, "eps_h": eps_h, "post_freeze_gate": post_freeze_gate}
+    cfg = replace(base, method="autonorm_s", knobs=knobs)
     batched = SeedBatchedRun(cfg, SEEDS)
     after_epoch_1 = batched.train_one_epoch()
     selectors_at_freeze = [batched.stacked.seed_state_dict(i) for i in range(len(SEEDS))]
@@ -153,6 +159,8 @@ def test_each_seed_takes_its_own_autonorm_s_freeze_decision(noise_free_gates):
     runs, single_histories = _single_runs(cfg, SEEDS, epochs=2)
 
     assert [m["gates_frozen"] for m in after_epoch_1] == expected_frozen
+    # The frozen seeds measured no selector gradient in epoch 2; the others did.
+    assert [SELECTOR_GRAD_VAR not in m for m in after_epoch_2] == [bool(f) for f in expected_frozen]
     for index, run in enumerate(runs):
         _assert_histories_close([after_epoch_1[index], after_epoch_2[index]], single_histories[index])
         _assert_models_close(batched, index, run.model, atol=1e-5)  # lr 1e-2

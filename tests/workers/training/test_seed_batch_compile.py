@@ -56,9 +56,15 @@ def _assert_same_training(compiled, eager, tol):
         torch.testing.assert_close(stacked, eager_run.stacked.params[name], rtol=tol, atol=tol, msg=name)
 
 
-@pytest.mark.parametrize("method", ["frozen_ln", "autonorm_s"])
-def test_a_compiled_seed_batch_trains_as_the_eager_one_over_short_batches_and_the_freeze(method, aot_eager):
+@pytest.mark.parametrize(
+    "method, post_freeze_gate", [("frozen_ln", None), ("autonorm_s", None), ("autonorm_s", "hard")]
+)
+def test_a_compiled_seed_batch_trains_as_the_eager_one_over_short_batches_and_the_freeze(
+    method, post_freeze_gate, aot_eager
+):
     cfg = replace(BASE, method=method)
+    if post_freeze_gate is not None:  # the per-seed frozen flags ride into the compiled vmap(grad)
+        cfg = replace(cfg, knobs={**cfg.knobs, "post_freeze_gate": post_freeze_gate})
     compiled = _train(replace(cfg, compile="default"))
     run = compiled[1]
     assert run.step.grads.active  # no silent fallback to eager
