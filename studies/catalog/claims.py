@@ -50,6 +50,9 @@ class Requirements(_Strict):
     """What a dataset must offer for a study on it to test the claim at all."""
 
     classes: int | None = Field(None, ge=2)  # e.g. 100 for a CIFAR-100 claim: a 10-class set cannot test it
+    # The claim is about what happens after AutoNorm-S's freeze: every autonorm_s trial must have frozen,
+    # or the study never exercised it (a comparison of post-freeze gates that never froze is vacuous).
+    freeze_fired: bool = False
 
 
 class Claim(_Strict):

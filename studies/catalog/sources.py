@@ -53,7 +53,12 @@ def check_numbers(claim: Claim) -> dict[str, Any]:
         value = getattr(check, name)
         if name == "alpha" and value == 0.05:
             continue
-        if _has_number(value):
+        if name == "pairs":  # an ordering's pairs: their margins, by the margin's own name
+            for pair in value:
+                for field in sorted(pair.model_fields_set - UNSOURCED_CHECK_FIELDS):
+                    if _has_number(getattr(pair, field)):
+                        numbers.setdefault(field, getattr(pair, field))
+        elif _has_number(value):
             numbers[name] = value
     return numbers
 

@@ -22,6 +22,7 @@ from studies.claims.preconditions import (
 )
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
+from studies.evidence.mechanism import mechanism_summary
 from studies.stats import seeds_for_power
 
 __all__ = [
@@ -86,6 +87,27 @@ def check_preconditions(
     return results
 
 
+def freeze_fired(data: StudyData, method: str = "autonorm_s") -> PreconditionResult:
+    """Every completed trial of `method` froze its selectors (read from the per-epoch history)."""
+    seeds = [seed for row in mechanism_summary(data).methods if row.method == method for seed in row.seeds]
+    fired = sum(seed.froze for seed in seeds)
+    met = bool(seeds) and fired == len(seeds)
+    reason = None
+    if not met:
+        reason = (
+            f"the freeze fired in {fired} of {len(seeds)} {method} trial(s): what follows the freeze was "
+            "not exercised"
+        )
+    return PreconditionResult(
+        "freeze fired",
+        f"every {method} trial froze its selectors",
+        met,
+        f"{fired} of {len(seeds)} froze",
+        "the claim is about what happens after the freeze",
+        reason,
+    )
+
+
 def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | None = None) -> Judgement:
     """The claim's verdict on `data`. `convergence` (the spec's own level) overrides the catalog's level
     for the study's dataset."""
@@ -95,7 +117,10 @@ def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | Non
     if problem is not None:
         return Judgement(CheckResult.not_tested(check.type, problem, confidence=check.confidence), ())
     level = convergence or convergence_for(data.dataset)
-    preconditions = tuple(check_preconditions(data, level, needs_convergence=claim.measured_at == "trained"))
+    preconditions = check_preconditions(data, level, needs_convergence=claim.measured_at == "trained")
+    if claim.requires.freeze_fired:
+        preconditions.append(freeze_fired(data))
+    preconditions = tuple(preconditions)
     unmet = first_unmet(preconditions)
     if unmet is not None:
         reason = unmet.reason or unmet.name

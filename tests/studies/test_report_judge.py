@@ -197,3 +197,34 @@ def test_every_autonorm_report_shows_whether_and_when_each_seed_froze():
     # a study without gated methods has no mechanism section
     plain = StudyData("mnist", "test_accuracy", True, "frozen_ln", tuple(trials[2:]))
     assert build_report(plain, provenance=PROVENANCE).mechanism is None
+
+
+def test_a_post_freeze_ablation_where_the_freeze_never_fired_is_not_tested():
+    ablation = get_claim("autonorm_s_post_freeze_gate_ablation")
+
+    def arm(gate: str, *, freezes: bool) -> list[TrialData]:
+        return [
+            TrialData(
+                "autonorm_s",
+                s,
+                "succeeded",
+                0.97,
+                group=f"post_freeze_gate={gate}",
+                knobs={**t.knobs, "post_freeze_gate": gate},
+                history=t.history,
+            )
+            for s, t in enumerate(_gated_trial(s, 0.97, freezes=freezes) for s in range(3))
+        ]
+
+    reference = [TrialData("frozen_ln", s, "succeeded", 0.97) for s in range(3)]
+    never = arm("sample", freezes=False) + arm("expected", freezes=False) + arm("hard", freezes=False)
+    data = StudyData("digits", "test_accuracy", True, "frozen_ln", (*never, *reference))
+    result = judge_claim(ablation, data).result
+    assert result.verdict == "not tested"
+    assert (
+        result.reason
+        == "the freeze fired in 0 of 9 autonorm_s trial(s): what follows the freeze was not exercised"
+    )
+    fired = arm("sample", freezes=True) + arm("expected", freezes=True) + arm("hard", freezes=True)
+    data = StudyData("digits", "test_accuracy", True, "frozen_ln", (*fired, *reference))
+    assert judge_claim(ablation, data).result.verdict == "supported"  # identical accuracies, within ±1 point
