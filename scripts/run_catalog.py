@@ -11,7 +11,9 @@ are judged on the one study), waits for each study to end, then writes reports/<
 paper's data, verdicts about stand-ins, verdicts at initialisation and claims not tested apart, each
 with its own tally. A study that fails still gets its report (it says why); a claim whose spec the server
 refuses is listed with the server's message; a claim with no study at this size is listed as not tested,
-with the catalog's reason.
+with the catalog's reason. The index covers the whole catalog: claims run by an earlier invocation keep
+the report it left in the output folder (so the catalog can run in batches), and claims not run yet are
+listed as such. `--index-only` rebuilds the index alone.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="leave out claims whose <claim>.json report already exists",
     )
+    parser.add_argument(
+        "--index-only",
+        action="store_true",
+        help="submit nothing: rebuild the index from the reports already in the output folder",
+    )
     args = parser.parse_args(argv)
     known = claim_ids()
     unknown = [c for c in args.claims or [] if c not in known]
@@ -90,6 +97,26 @@ def plan_runs(chosen: list[str], size: str) -> list[ClaimRun]:
             reason = get_claim(host).no_spec.get(size) or f"no {size} study in the catalog"
             run.not_run, run.status = reason, NOT_TESTED
         runs.append(run)
+    return runs
+
+
+def catalog_runs(ran: list[ClaimRun], output: Path, size: str) -> list[ClaimRun]:
+    """Every catalog claim for the index, in catalog order: this invocation's runs, else the report an
+    earlier invocation left in `output`, else not tested (no study at this size, or not run yet)."""
+    by_claim = {run.claim: run for run in ran}
+    runs = []
+    for planned in plan_runs(list(claim_ids()), size):
+        if planned.claim in by_claim:
+            runs.append(by_claim[planned.claim])
+            continue
+        stored = output / f"{planned.claim}.json"
+        if planned.not_run is None and stored.exists():
+            planned.report = json.loads(stored.read_text(encoding="utf-8"))
+            planned.study_id = planned.report.get("study_id")
+            planned.status = (planned.report.get("provenance") or {}).get("status", "succeeded")
+        elif planned.not_run is None:
+            planned.not_run, planned.status = f"not run at the {size} size yet", NOT_TESTED
+        runs.append(planned)
     return runs
 
 
@@ -233,11 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     api_url = args.api_url or settings.api_url
     token = read_api_token(settings)
-    if token is None:
+    if token is None and not args.index_only:
         print(f"no API token: set NORMLAB_API_TOKEN or start the server here ({settings.api_token_path})")
         return 1
     args.output.mkdir(parents=True, exist_ok=True)
-    chosen = args.claims or list(claim_ids())
+    chosen = [] if args.index_only else args.claims or list(claim_ids())
     if args.skip_existing:
         chosen = [c for c in chosen if not (args.output / f"{c}.json").exists()]
     runs = plan_runs(chosen, args.size)
@@ -251,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             if host in hosts:
                 continue
             hosts[host] = submitter = ClaimRun(host)
-            submit(api_url, token, submitter, args.size)
+            submit(api_url, token or "", submitter, args.size)
             print(
                 f"{host}: {submitter.status}"
                 + (f" as study {submitter.study_id}" if submitter.study_id else f" ({submitter.error})")
@@ -274,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 130
     (args.output / "README.md").write_text(
-        index_markdown(runs, size=args.size, api_url=api_url), encoding="utf-8"
+        index_markdown(catalog_runs(runs, args.output, args.size), size=args.size, api_url=api_url),
+        encoding="utf-8",
     )
     print(f"wrote {len([r for r in runs if r.report])} report(s) and the index to {args.output}/README.md")
     return 0 if all(r.status == "succeeded" for r in runs if r.not_run is None) else 1

@@ -109,8 +109,23 @@ def test_a_reference_that_did_not_converge_is_listed_as_not_tested(
         "reference did not converge: frozen_ln test_accuracy 0.856, needs >= 0.95"
     )
     index = (reports / "README.md").read_text()
-    assert "## Not tested (the experiment could not answer): 1 not tested" in index
-    assert "not tested: reference did not converge" in index
+    row = next(line for line in index.splitlines() if f"`{CLAIM}`" in line)
+    assert "| not tested: reference did not converge: frozen_ln test_accuracy 0.856, needs >= 0.95 |" in row
+    assert "## Verdicts about stand-ins" not in index  # nothing tested: no verdict is tallied
+
+
+def test_the_index_covers_the_whole_catalog_and_keeps_earlier_reports(run_catalog, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    earlier = {"study_id": "s1", "verdict": "supported", "scope": "init", "result": {}, "provenance": {}}
+    (reports / "rank_post_norm_collapse.json").write_text(json.dumps(earlier))
+    assert run_catalog.main(["--index-only", "--size", "smoke", "--output", str(reports)]) == 0
+    index = (reports / "README.md").read_text()
+    assert "## Verdicts at initialisation (the claims hold on any input): 1 supported" in index
+    rows = [line for line in index.splitlines() if line.startswith("| ") and "`" in line]
+    assert len(rows) == 21  # every claim of the catalog, run or not
+    row = next(line for line in rows if "`ptb_perplexity`" in line)
+    assert "not run at the smoke size yet" in row
 
 
 def test_claims_that_share_a_study_run_it_once_and_a_claim_without_a_study_says_why(
