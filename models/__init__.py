@@ -4,6 +4,7 @@ from models.build import MODELS, build_model
 from models.config import TransformerConfig
 from models.encoder import Encoder, EncoderConfig
 from models.methods import METHODS, NormChoice, norm_for_method
+from models.mlp_classifier import MlpClassifier, MlpClassifierConfig
 from models.presets import PRESETS
 from models.residual_mlp import ResidualMLP, ResidualMLPConfig
 from models.tabular import TabularConfig, TabularTransformer
@@ -15,6 +16,8 @@ __all__ = [
     "PRESETS",
     "Encoder",
     "EncoderConfig",
+    "MlpClassifier",
+    "MlpClassifierConfig",
     "NormChoice",
     "ResidualMLP",
     "ResidualMLPConfig",

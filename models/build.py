@@ -9,6 +9,7 @@ from torch import nn
 
 from models.config import config_field_names
 from models.encoder import Encoder, EncoderConfig
+from models.mlp_classifier import MlpClassifier, MlpClassifierConfig
 from models.presets import PRESETS
 from models.residual_mlp import ResidualMLP, ResidualMLPConfig
 from models.tabular import TabularConfig, TabularTransformer
@@ -21,11 +22,12 @@ MODELS: dict[str, tuple[type, type[nn.Module]]] = {
     "encoder": (EncoderConfig, Encoder),
     "tabular": (TabularConfig, TabularTransformer),
     "residual_mlp": (ResidualMLPConfig, ResidualMLP),
+    "mlp_classifier": (MlpClassifierConfig, MlpClassifier),
 }
 
 
 def build_model(name_or_preset: str, config: Mapping[str, Any] | None = None) -> nn.Module:
-    """A model by name (vit_lite, encoder, tabular, residual_mlp) or preset (models.PRESETS);
+    """A model by name (vit_lite, encoder, tabular, residual_mlp, mlp_classifier) or preset (models.PRESETS);
     `config` overrides preset fields. Unknown fields raise ValueError naming the valid ones."""
     if name_or_preset in PRESETS:
         fields = dict(PRESETS[name_or_preset])

@@ -26,5 +26,10 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "tabular_paper": {"model": "tabular", "depth": 12, "heads": 8, "dim": 128},
     "tabular_tiny": {"model": "tabular", "depth": 2, "heads": 2, "dim": 32, "drop_path": 0.0},
     "residual_mlp_rank": {"model": "residual_mlp", "depth": 16, "dim": 64},
+    # The residual MLP with an input projection and a head, for rank studies that train (Transforming
+    # Rank states its results for residual MLP branches): 16 blocks of width 64 on 8x8 digits ...
+    "mlp_classifier_tiny": {"model": "mlp_classifier", "depth": 16, "dim": 64},
+    # ... and 32 blocks of width 128 on CIFAR-sized images.
+    "mlp_classifier_paper": {"model": "mlp_classifier", "depth": 32, "dim": 128},
 }
 PRESETS = MappingProxyType({name: MappingProxyType(fields) for name, fields in _PRESETS.items()})

@@ -6,10 +6,15 @@
 - input-output Jacobian d h_L / d h_0 of the block stack via torch.func.jacrev;
 - residual representation Z_l (tokens x width) at every depth and its effective rank;
 - branch Jacobian J_f = W_down diag(act'(W_up x)) W_up in closed form;
-- mean-spike ratio ||mean component of Z|| / ||Z||.
+- mean-spike ratio ||mean component of Z|| / ||Z||, and the mean the blocks add (its size per depth);
+- branch-to-skip ratio of every residual unit: ||branch contribution|| / ||skip input||;
+- the soft count of a branch's hidden units that pass gradient, sum_i act'(z_i)^2 / d (the count the
+  paper's width threshold 1 / E[act'(z)^2] is about).
 
 Everything works on any backbone with `embed(x) -> (B, T, D)`, `attention_mask(x)`, `token_mask(x)`,
-`blocks` and `forward_blocks(h, mask, token_mask)` (every model `models.build_model` returns).
+`blocks` and `forward_blocks(h, mask, token_mask)` (every model `models.build_model` returns). A model
+that wraps a residual MLP (models.mlp_classifier) offers `rank_view(x) -> (trunk, tokens (B, D))`
+instead: the measurements are then of the trunk's stream, fed the batch's tokens as one token set.
 Measurements run on a float64 eval copy of the model, so the caller's model is untouched.
 """
 
@@ -25,6 +30,7 @@ import torch
 from torch import nn
 
 from models.backbone import TokenTransformer
+from models.blocks import ResidualUnit
 from models.layers import MlpBranch
 from models.residual_mlp import ResidualMLP, ResidualMLPConfig
 
@@ -33,7 +39,10 @@ __all__ = [
     "ResidualMLPConfig",
     "activation_derivative",
     "activation_derivative_power",
+    "branch_active_widths",
     "branch_jacobian",
+    "branch_skip_ratios",
+    "depth_jacobian_eranks",
     "effective_rank",
     "hidden_states",
     "init_rank_report",
@@ -112,6 +121,23 @@ def _one_example(example_input: torch.Tensor, model: nn.Module) -> torch.Tensor:
     return example.double() if example.is_floating_point() else example
 
 
+Stack = TokenTransformer | ResidualMLP
+
+
+def _measured(model: nn.Module, example_input: torch.Tensor) -> tuple[Stack, torch.Tensor]:
+    """The float64 eval copy of the stack to measure and the one example it reads: the model and the first
+    example of the batch; for a model with `rank_view` (a wrapped residual MLP), its trunk and the whole
+    batch's tokens as one token set (1, B, D), so Z_l is examples x width as in the paper."""
+    copy64 = _float64_eval_copy(model)
+    view = getattr(copy64, "rank_view", None)
+    if callable(view):
+        x = example_input.double() if example_input.is_floating_point() else example_input
+        with torch.no_grad():
+            trunk, tokens = view(x)
+        return cast("ResidualMLP", trunk), tokens.detach().reshape(1, -1, tokens.shape[-1])
+    return copy64, _one_example(example_input, copy64)
+
+
 def input_output_jacobian(fn: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor) -> torch.Tensor:
     """d fn(h) / d h as a (fn(h).numel(), h.numel()) float64 matrix, by reverse-mode torch.func."""
     h = h.detach().double()
@@ -126,8 +152,7 @@ def input_output_jacobian(fn: Callable[[torch.Tensor], torch.Tensor], h: torch.T
 @torch.no_grad()
 def hidden_states(model: nn.Module, example_input: torch.Tensor) -> list[torch.Tensor]:
     """Residual representations Z_0 (embedded tokens), Z_1, ..., Z_L of one example, each (T, D) float64."""
-    model = _float64_eval_copy(model)
-    x = _one_example(example_input, model)
+    model, x = _measured(model, example_input)
     h = model.embed(x)  # (1, T, D)
     mask, token_mask = model.attention_mask(x), model.token_mask(x)
     states = [h[0]]
@@ -137,29 +162,119 @@ def hidden_states(model: nn.Module, example_input: torch.Tensor) -> list[torch.T
     return states
 
 
-def branch_jacobian_ranks(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> list[float]:
-    """Numerical rank of each block's MLP-branch Jacobian J_f / width, at the input the branch really sees
-    (token `token` of one example, after whatever norm precedes it), float64.
-
-    The width-threshold claim: J_f is full rank only when m/d > 1 / p(act) (ReLU: 2)."""
-    model = _float64_eval_copy(model)
-    x = _one_example(example_input, model)
-    branches = [m for m in model.modules() if isinstance(m, MlpBranch)]
+def _branch_inputs(
+    model: nn.Module, example_input: torch.Tensor
+) -> tuple[Stack, list[tuple[MlpBranch, torch.Tensor]]]:
+    """Every MLP branch of the measured stack with the input it really sees (after whatever norm precedes
+    it), as (tokens, D) float64."""
+    stack, x = _measured(model, example_input)
+    branches = [m for m in stack.modules() if isinstance(m, MlpBranch)]
     inputs: list[torch.Tensor] = []
     hooks = [b.register_forward_pre_hook(lambda _m, args: inputs.append(args[0].detach())) for b in branches]
     try:
         with torch.no_grad():
-            model.forward_blocks(model.embed(x), model.attention_mask(x), token_mask=model.token_mask(x))
+            stack.forward_blocks(stack.embed(x), stack.attention_mask(x), token_mask=stack.token_mask(x))
     finally:
         for hook in hooks:
             hook.remove()
-    activation = model.config.activation
+    return stack, [(b, i.reshape(-1, i.shape[-1])) for b, i in zip(branches, inputs, strict=True)]
+
+
+def branch_jacobian_ranks(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> list[float]:
+    """Numerical rank of each block's MLP-branch Jacobian J_f / width, at the input the branch really sees
+    (token `token` of one example, after whatever norm precedes it), float64.
+
+    The width-threshold claim: J_f is full rank only when m/d > 1 / p(act) (ReLU: 2). For GELU this rank
+    is full for every m >= d (GELU' never vanishes): see `branch_active_widths` for the paper's count."""
+    stack, branch_inputs = _branch_inputs(model, example_input)
+    activation = stack.config.activation
     ranks = []
-    for branch, branch_input in zip(branches, inputs, strict=True):
-        vector = branch_input.reshape(-1, branch_input.shape[-1])[token]  # (D,)
+    for branch, branch_input in branch_inputs:
+        vector = branch_input[token]  # (D,)
         jacobian = branch_jacobian(branch, vector, activation)  # (D, D)
         ranks.append(float(torch.linalg.matrix_rank(jacobian)) / jacobian.shape[-1])
     return ranks
+
+
+def branch_active_widths(model: nn.Module, example_input: torch.Tensor) -> list[float]:
+    """Per block, the soft count of the branch's hidden units that pass gradient, per model width:
+    sum_i act'(z_i)^2 / d at the pre-activations z = W_up x + b the branch really sees, averaged over the
+    example's tokens (float64).
+
+    Why this count: the paper's threshold m/d > 1 / p(act), p = E[act'(z)^2], says J_f = W_down
+    diag(act') W_up is full rank once m * p, the hidden units weighted by their squared gain, reaches d.
+    For ReLU the squared gain is 0 or 1, so the count is the number of active units and
+    rank(J_f) = min(d, count) almost surely: at one token, min(1, this) is `branch_jacobian_ranks`. GELU' never
+    vanishes, so J_f's numerical rank is full for every m >= d and cannot show the paper's 2.19; this
+    count can. It is not clipped at 1, so an average over tokens, blocks and seeds locates where it
+    crosses 1 without the bias a clipped mean has near the threshold."""
+    stack, branch_inputs = _branch_inputs(model, example_input)
+    activation = stack.config.activation
+    widths = []
+    for branch, branch_input in branch_inputs:
+        up = branch.fc_up
+        with torch.no_grad():
+            pre = branch_input @ up.weight.double().T + (up.bias.double() if up.bias is not None else 0.0)
+            gain = activation_derivative(activation, pre) ** 2  # (tokens, m)
+        widths.append(float(gain.sum(dim=-1).mean()) / branch_input.shape[-1])
+    return widths
+
+
+def branch_skip_ratios(model: nn.Module, example_input: torch.Tensor) -> list[float]:
+    """Branch-to-skip ratio of every residual unit, in order: ||c_k||_F / ||h_k||_F over the example's
+    tokens, where h_k is the stream the unit reads (after k units) and c_k what it adds to it,
+    beta * LS(f(norm(h_k))) (pre), beta * LS(f(h_k)) (post: before the norm that follows the sum),
+    beta * LS(norm(f(h_k))) (output), beta * LS(f(h_k)) (none). Float64, eval mode (no drop path).
+
+    The paper: Post-Norm keeps this ratio constant; Pre-Norm's stream grows ~sqrt(k) under branches of
+    constant size, so the ratio decays ~1/sqrt(k). A Transformer block holds two units (attention, MLP),
+    a residual-MLP block one."""
+    stack, x = _measured(model, example_input)
+    units = [m for m in stack.modules() if isinstance(m, ResidualUnit)]
+    skips: list[torch.Tensor] = []
+    outs: list[torch.Tensor] = []
+    hooks = []
+    for unit in units:
+        hooks.append(unit.register_forward_pre_hook(lambda _m, args: skips.append(args[0].detach())))
+        # What the unit adds before its LayerScale and beta: the branch output, normalised first under
+        # the output placement (where the norm follows the branch).
+        source = unit.norm if unit.placement == "output" else unit.branch
+        hooks.append(source.register_forward_hook(lambda _m, _args, out: outs.append(out.detach())))
+    try:
+        with torch.no_grad():
+            stack.forward_blocks(stack.embed(x), stack.attention_mask(x), token_mask=stack.token_mask(x))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    ratios = []
+    with torch.no_grad():
+        for unit, skip, out in zip(units, skips, outs, strict=True):
+            added = unit.layer_scale(out) * unit.skip_scale
+            ratios.append(float(added.norm() / skip.norm().clamp_min(1e-300)))
+    return ratios
+
+
+def depth_jacobian_eranks(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> list[float]:
+    """Normalised effective rank of d h_l / d h_0 at every depth l = 1..L for a token-wise stack (a
+    residual MLP: each vector is its own input, so the Jacobian is the product of the block Jacobians);
+    [] for stacks whose tokens interact (attention), where depth-wise Jacobians would cost L times more."""
+    stack, x = _measured(model, example_input)
+    if not isinstance(stack, ResidualMLP):
+        return []
+    with torch.no_grad():
+        h = stack.embed(x)[0, token]  # (D,)
+    jacobian = torch.eye(h.shape[0], dtype=torch.float64)
+    eranks = []
+    for block in stack.blocks:
+
+        def step(vector: torch.Tensor, block: nn.Module = block) -> torch.Tensor:  # (D,) -> (D,)
+            return cast("torch.Tensor", block(vector.reshape(1, 1, -1))).reshape(-1)
+
+        jacobian = input_output_jacobian(step, h) @ jacobian
+        with torch.no_grad():
+            h = step(h)
+        eranks.append(effective_rank(jacobian, normalize=True))
+    return eranks
 
 
 def representation_eranks(model: nn.Module, example_input: torch.Tensor) -> list[float]:
@@ -173,8 +288,7 @@ def token_jacobian(model: nn.Module, example_input: torch.Tensor, token: int = 0
     The other tokens stay fixed at their embedded values, so attention paths through them count; for
     token-wise stacks (ResidualMLP) this is exactly the per-vector Jacobian of the paper.
     """
-    model = _float64_eval_copy(model)
-    x = _one_example(example_input, model)
+    model, x = _measured(model, example_input)
     with torch.no_grad():
         h0 = model.embed(x)  # (1, T, D)
     mask, token_mask = model.attention_mask(x), model.token_mask(x)
@@ -187,7 +301,13 @@ def token_jacobian(model: nn.Module, example_input: torch.Tensor, token: int = 0
 
 
 def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> dict[str, float]:
-    """Init-time rank summary for any backbone (keys prefixed `init_`, values are plain floats)."""
+    """Init-time rank summary for any backbone (keys prefixed `init_`, values are plain floats).
+
+    Per depth l = 0 (the stream's input) .. L: `init_erank_repr_<l>` (normalised erank of Z_l),
+    `init_mean_spike_<l>` (mean-spike ratio), `init_mean_drift_<l>` (RMS of the mean token the blocks have
+    added, ||mean(Z_l) - mean(Z_0)|| / sqrt(D)), `init_stream_rms_<l>` (||Z_l||_F / sqrt(T D)); per
+    residual unit k = 0..K-1, `init_branch_skip_ratio_<k>` (what unit k+1 adds over the stream h_k it
+    reads); for token-wise stacks, `init_erank_jacobian_<l>` (l = 1..L) as well."""
     jacobian = token_jacobian(model, example_input, token)
     states = hidden_states(model, example_input)
     reprs = [effective_rank(z, normalize=True) for z in states]
@@ -204,9 +324,18 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
     branch_ranks = branch_jacobian_ranks(model, example_input, token)
     if branch_ranks:
         report["init_branch_rank"] = sum(branch_ranks) / len(branch_ranks)
+        widths = branch_active_widths(model, example_input)
+        report["init_branch_active_width"] = sum(widths) / len(widths)
     # Per depth l = 0 (embedded tokens) .. L: the rank-against-depth curves and the mean-spike growth
     # claims need every depth, not only the two ends.
-    for depth, (rank, spike) in enumerate(zip(reprs, spikes, strict=True)):
+    mean_0 = states[0].mean(dim=0)
+    for depth, (z, rank, spike) in enumerate(zip(states, reprs, spikes, strict=True)):
         report[f"init_erank_repr_{depth}"] = rank
         report[f"init_mean_spike_{depth}"] = spike
+        report[f"init_mean_drift_{depth}"] = float((z.mean(dim=0) - mean_0).norm()) / math.sqrt(z.shape[-1])
+        report[f"init_stream_rms_{depth}"] = float(z.norm()) / math.sqrt(z.numel())
+    for unit, ratio in enumerate(branch_skip_ratios(model, example_input)):
+        report[f"init_branch_skip_ratio_{unit}"] = ratio
+    for depth, erank in enumerate(depth_jacobian_eranks(model, example_input, token), start=1):
+        report[f"init_erank_jacobian_{depth}"] = erank
     return report

@@ -14,9 +14,13 @@ claims.yaml validates them; `check.evaluate(StudyData, paper=...)` returns a Che
 | sweep | every grid point of a method vs a matching reference row; the verdict is the paper's setting's |
 | gate_pattern | AutoNorm gates: collapse to LN in every layer, or mixed with DyT rising with depth |
 | rank_vs_depth | Post-Norm init Jacobian rank collapses while Pre-Norm's plateaus |
-| mean_spike | one-matrix ReLU branches grow a mean spike that two matrices or tanh avoid |
+| ratio_vs_depth | Pre-Norm's branch-to-skip ratio decays ~ l^(-1/2), Post-Norm's stays constant |
+| mean_spike | one-matrix ReLU branches grow a mean spike (linearly with depth) that two matrices or tanh avoid |
 | width_threshold | the branch Jacobian is full rank only above m/d = 1 / E[act'(z)²] |
 | trend | Spearman correlation of one quantity with another across grid points |
+
+The rank checks can show their verdict across a swept knob (`sensitivity: {knob: init_scale, at: 1}`,
+studies.claims.sensitivity): the headline is the pre-registered value's, the notes hold the table.
 """
 
 from __future__ import annotations
@@ -28,11 +32,13 @@ from pydantic import Field, TypeAdapter
 from studies.claims._pairs import PairSpec
 from studies.claims.difference import DifferenceCheck
 from studies.claims.gate_pattern import GatePatternCheck
-from studies.claims.mean_spike import MeanSpikeCheck
+from studies.claims.mean_spike import LinearGrowth, MeanSpikeCheck
 from studies.claims.ordering import OrderingCheck
 from studies.claims.rank_depth import RankVsDepthCheck
+from studies.claims.ratio_depth import RatioVsDepthCheck
+from studies.claims.sensitivity import Sensitivity, verdict_by
 from studies.claims.sweep import SweepCheck
-from studies.claims.trend import TrendCheck
+from studies.claims.trend import ReferenceRow, TrendCheck
 from studies.claims.trials import PRIMARY, StudyData, TrialData
 from studies.claims.verdicts import (
     CONTRADICTED,
@@ -56,10 +62,14 @@ __all__ = [
     "DifferenceCheck",
     "Finding",
     "GatePatternCheck",
+    "LinearGrowth",
     "MeanSpikeCheck",
     "OrderingCheck",
     "PairSpec",
     "RankVsDepthCheck",
+    "RatioVsDepthCheck",
+    "ReferenceRow",
+    "Sensitivity",
     "StudyData",
     "SweepCheck",
     "TrendCheck",
@@ -67,6 +77,7 @@ __all__ = [
     "WidthThresholdCheck",
     "combine_verdicts",
     "parse_check",
+    "verdict_by",
 ]
 
 Check = Annotated[
@@ -75,6 +86,7 @@ Check = Annotated[
     | SweepCheck
     | GatePatternCheck
     | RankVsDepthCheck
+    | RatioVsDepthCheck
     | MeanSpikeCheck
     | WidthThresholdCheck
     | TrendCheck,

@@ -7,25 +7,31 @@ Spearman's rank correlation across points, with the exact permutation p-value up
 t approximation above); its interval is Fisher's z with the Fieller-Hartley-Pearson variance
 1.06 / (n − 3). The detectable correlation at 80 % power comes from the same noncentral-t power
 calculation the results tables use (studies.stats.power), with df = n − 2.
+
+A trend of trained metrics says nothing when nothing trained: with `reference_row`, a named grid point
+(e.g. Pre-Norm at skip scale 1) must reach a stated level first, else the check is `not tested`. With
+`sensitivity`, the verdict is shown per value of a swept knob (studies.claims.sensitivity).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from studies.claims._base import CheckBase
-from studies.claims.trials import StudyData, TrialData
+from studies.claims.sensitivity import Sensitivity, with_sensitivity
+from studies.claims.trials import PRIMARY, StudyData, TrialData, describe_selector, select
 from studies.claims.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, CheckResult, Finding
 from studies.stats import DEFAULT_POWER, minimum_detectable_effect
 
-__all__ = ["TrendCheck", "detectable_correlation", "spearman"]
+__all__ = ["ReferenceRow", "TrendCheck", "detectable_correlation", "spearman"]
 
 KNOB_PREFIX = "knob."
 _EXACT_MAX_POINTS = 8  # 8! = 40,320 permutations: exact and still instant
@@ -73,12 +79,29 @@ def _fisher_interval(rho: float, n: int, confidence: float) -> tuple[float | Non
     return math.tanh(z - half), math.tanh(z + half)
 
 
+class ReferenceRow(BaseModel):
+    """A grid point that must train before a trend of trained metrics is judged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    row: dict[str, Any] = Field(min_length=1)  # its selector, e.g. {norm_placement: pre, skip_scale: 1.0}
+    # The mean of `metric` over its completed seeds must reach this: one level, or one per study dataset
+    # (a claim run on digits and on CIFAR-10 needs a level for each).
+    at_least: float | dict[str, float]
+    metric: str = PRIMARY
+
+    def level(self, dataset: str) -> float | None:
+        return self.at_least.get(dataset) if isinstance(self.at_least, dict) else self.at_least
+
+
 class TrendCheck(CheckBase):
     type: Literal["trend"] = "trend"
     x: str = Field(min_length=1)  # "knob.<name>" for a knob's value, else a metric (init_* or primary)
     y: str = "primary"
     expect: Literal["positive", "negative"] = "positive"
     method: str | None = None  # only this method's points (None: every method)
+    reference_row: ReferenceRow | None = None  # must reach its level first, else not tested
+    sensitivity: Sensitivity | None = None
 
     def points(self, data: StudyData) -> list[tuple[str, float, float, int]]:
         """(row label, mean x, mean y, seeds) per grid point with both values."""
@@ -95,6 +118,37 @@ class TrendCheck(CheckBase):
         ]
 
     def evaluate(self, data: StudyData, *, paper: Mapping[str, float] | None = None) -> CheckResult:
+        return with_sensitivity(self.sensitivity, data, self._evaluate)
+
+    def _reference_problem(self, data: StudyData) -> tuple[str | None, str]:
+        """(why the trend cannot be judged, or None; what the reference row reached)."""
+        reference = self.reference_row
+        if reference is None:
+            return None, ""
+        name = describe_selector(reference.row)
+        metric = data.metric_name(reference.metric)
+        level = reference.level(data.dataset)
+        if level is None:
+            return f"the check states no level for the reference configuration {name} on {data.dataset}", ""
+        values = [
+            v for t in select(data.completed(), reference.row) if (v := t.get(reference.metric)) is not None
+        ]
+        if not values:
+            return f"the reference configuration {name} has no completed trial with {metric}", ""
+        mean = sum(values) / len(values)
+        reached = f"{name} reached {metric} {mean:.4g} over {len(values)} seed(s) (needs >= {level:g})"
+        if mean < level:
+            return f"the reference configuration did not train: {reached}", reached
+        return None, reached
+
+    def _evaluate(self, data: StudyData) -> CheckResult:
+        problem, reached = self._reference_problem(data)
+        if problem is not None:
+            return CheckResult.not_tested(self.type, problem, confidence=self.confidence)
+        result = self._trend(data)
+        return dataclasses.replace(result, notes=(*result.notes, reached)) if reached else result
+
+    def _trend(self, data: StudyData) -> CheckResult:
         points = self.points(data)
         n = len(points)
         x = np.asarray([p[1] for p in points])
@@ -123,6 +177,9 @@ class TrendCheck(CheckBase):
                 verdict = INCONCLUSIVE
                 detectable = "–" if mde is None else f"{mde:.2f}"
                 note = f"rho = {rho:+.3f}, p = {p_value:.3g}: not significant; with {n} points the smallest |rho| detectable with 80 % power is {detectable}"
+        if n:
+            # A rank correlation ignores magnitudes: say how far y actually moves across the points.
+            note += f"; {y_name} spans {float(y.min()):.3g} to {float(y.max()):.3g} across the points"
         finding = Finding(
             label=label,
             expected="> 0" if sign > 0 else "< 0",

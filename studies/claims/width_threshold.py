@@ -2,12 +2,25 @@
 width expansion m/d exceeds 1 / p(act), p = E[act'(z)²] for z ~ N(0, 1) (Transforming Rank): 2 for ReLU,
 about 2.19 for GELU.
 
+Which rank. The numerical rank of J_f (`init_branch_rank`) shows ReLU's threshold: ReLU' is 0 or 1, so
+J_f has rank min(d, number of active units) almost surely, and about m/2 units are active. It cannot show
+GELU's: GELU' never vanishes, so J_f has full numerical rank for every m >= d. The paper's 1/p counts
+the hidden units by their squared gain: m * p units' worth of gradient pass, and J_f is full rank once
+that count reaches d. So the claims read `init_branch_active_width`, the soft count sum_i act'(z_i)² / d
+at the pre-activations each branch really sees (models.rank.branch_active_widths), with full_level 1:
+for ReLU it is the active-unit count, whose min(1, ·) equals the numerical rank; for GELU it is the
+quantity the paper's 2.19 is about. Because p is E[act'(z)²] for unit-variance z, the GELU threshold
+moves with the branch init scale (the pre-activations' spread): a sensitivity table over init_scale shows
+for which scales it holds.
+
 Per activation, every grid width outside a band of ±`tolerance` (relative) around the theoretical
-threshold is one finding: below the band the measured rank fraction (`metric`, default
-`init_branch_rank`: numerical rank of J_f / d at initialisation) must stay under `full_level`, above it
-the rank must reach `full_level`. Each is judged by the t interval of the mean over seeds: supported when
+threshold is one finding: below the band the mean of `metric` must stay under `full_level`, above it
+it must reach `full_level`. Each is judged by the t interval of the mean over seeds: supported when
 the whole interval lies on the expected side of `full_level`, contradicted when it lies on the other.
-A summary finding per activation sets the smallest width that reached full rank against the theory.
+A summary finding per activation sets the width where the mean crosses `full_level` (interpolated
+between grid widths) against the theory. A grid that cannot resolve the threshold (`grid_resolves`: no
+judged width within `resolution` of it on each side, so any threshold in a wide gap would pass) gives
+that activation `not tested`.
 """
 
 from __future__ import annotations
@@ -18,21 +31,29 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from scipy import integrate, special, stats
 
 from studies.claims._base import CheckBase, against_level, shift
+from studies.claims.sensitivity import Sensitivity, with_sensitivity
 from studies.claims.trials import StudyData
 from studies.claims.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
+    NOT_TESTED,
     SUPPORTED,
     CheckResult,
     Finding,
     combine_verdicts,
 )
 
-__all__ = ["WidthThresholdCheck", "activation_survival", "theoretical_threshold"]
+__all__ = [
+    "WidthThresholdCheck",
+    "activation_survival",
+    "crossing",
+    "grid_resolves",
+    "theoretical_threshold",
+]
 
 
 def _derivative(activation: str, z: float) -> float:
@@ -71,8 +92,28 @@ class WidthThresholdCheck(CheckBase):
     activations: list[Activation] = Field(default_factory=lambda: list(_DEFAULT_ACTIVATIONS), min_length=1)
     full_level: float = Field(0.99, gt=0.0, le=1.0)
     tolerance: float = Field(0.15, ge=0.0, lt=1.0)  # widths within ±15 % of the threshold are not judged
+    # The nearest judged widths on each side must lie within this (relative) distance of the threshold,
+    # else any threshold in the gap between them would pass; None: twice the tolerance.
+    resolution: float | None = Field(None, gt=0.0, lt=1.0)
+    sensitivity: Sensitivity | None = None
+
+    @model_validator(mode="after")
+    def _resolution_outside_the_band(self) -> WidthThresholdCheck:
+        if self.resolution is not None and self.resolution <= self.tolerance:
+            raise ValueError(
+                f"resolution ({self.resolution:g}) must exceed tolerance ({self.tolerance:g}): widths within "
+                "the tolerance are not judged, so none could lie within the resolution"
+            )
+        return self
+
+    @property
+    def resolution_or_default(self) -> float:
+        return self.resolution if self.resolution is not None else 2.0 * self.tolerance
 
     def evaluate(self, data: StudyData, *, paper: Mapping[str, float] | None = None) -> CheckResult:
+        return with_sensitivity(self.sensitivity, data, lambda subset: self._evaluate(subset, paper))
+
+    def _evaluate(self, data: StudyData, paper: Mapping[str, float] | None) -> CheckResult:
         findings: list[Finding] = []
         for activation in self.activations:
             findings.extend(self._activation_findings(data, activation, (paper or {}).get(activation)))
@@ -90,8 +131,9 @@ class WidthThresholdCheck(CheckBase):
             check=self.type,
             verdict=verdict,
             summary="; ".join(
-                f"{f.label}: first full-rank width {'none' if f.measured is None else f'{f.measured:g}'}, "
-                f"expected {f.expected} ({f.verdict})"
+                f"{f.label}: {self.metric} crosses {self.full_level:g} at m/d "
+                f"{'(no crossing)' if f.measured is None else f'{f.measured:.3g}'}, expected {f.expected} "
+                f"({f.verdict})"
                 for f in summaries
             )
             + ".",
@@ -115,7 +157,8 @@ class WidthThresholdCheck(CheckBase):
             return []
         theory = theoretical_threshold(activation)
         findings = []
-        reached = [w for w, values in by_width.items() if sum(values) / len(values) >= self.full_level]
+        means = {w: sum(values) / len(values) for w, values in by_width.items()}
+        reached = [w for w, mean in means.items() if mean >= self.full_level]
         for width in sorted(by_width):
             if abs(width - theory) <= self.tolerance * theory:
                 continue
@@ -143,24 +186,85 @@ class WidthThresholdCheck(CheckBase):
                     note=note,
                 )
             )
-        judged = [f.verdict for f in findings]
-        below = any(w < theory * (1 - self.tolerance) for w in by_width)
-        above = any(w > theory * (1 + self.tolerance) for w in by_width)
-        overall = (
-            combine_verdicts(judged)
-            if below and above
-            else (CONTRADICTED if CONTRADICTED in judged else INCONCLUSIVE)
+        unresolved = _resolution_problem(
+            activation, theory, list(by_width), self.tolerance, self.resolution_or_default
         )
-        note = "" if below and above else "the grid does not reach both sides of the threshold"
+        first_full = f"{min(reached):g}" if reached else "none"
+        if unresolved is not None:
+            # A judged width on the wrong side refutes the claim whatever the grid; otherwise it is untested.
+            contradicted = any(f.verdict == CONTRADICTED for f in findings)
+            overall = CONTRADICTED if contradicted else NOT_TESTED
+            note = f"{'' if contradicted else 'not tested: '}{unresolved}"
+        else:
+            overall = combine_verdicts(f.verdict for f in findings)
+            note = (
+                "measured: where the mean over seeds crosses the full level, interpolated between grid "
+                f"widths (first grid width at or above it: {first_full})"
+            )
         findings.append(
             Finding(
                 label=f"{activation}: full-rank width threshold",
                 expected=f"≈ {theory:.3g} (1/p, p = {activation_survival(activation):.3f})",
                 verdict=overall,
-                measured=min(reached) if reached else None,
+                measured=crossing(means, self.full_level),
                 n=len(by_width),
                 paper=theory if paper is None else paper,
-                note=note or "measured: the smallest grid width whose mean reached the full-rank level",
+                note=note,
             )
         )
         return findings
+
+
+def crossing(means: Mapping[float, float], level: float) -> float | None:
+    """The width where a curve of means first reaches `level`, linearly interpolated between the grid
+    widths around it; the smallest width when it starts at the level; None when it never reaches it."""
+    widths = sorted(means)
+    for i, width in enumerate(widths):
+        if means[width] >= level:
+            if i == 0:
+                return width
+            below = widths[i - 1]
+            rise = means[width] - means[below]
+            return width if rise <= 0 else below + (level - means[below]) * (width - below) / rise
+    return None
+
+
+def _resolution_problem(
+    activation: str, theory: float, widths: list[float], tolerance: float, resolution: float
+) -> str | None:
+    below = [w for w in widths if w < theory * (1 - tolerance)]
+    above = [w for w in widths if w > theory * (1 + tolerance)]
+    band = f"{activation}'s threshold {theory:.3g}"
+    if not below or not above:
+        side = "below" if not below else "above"
+        return f"the grid has no width {side} {band} outside the ±{tolerance:.0%} band it does not judge"
+    near_below, near_above = max(below), min(above)
+    slack = 1e-9  # 1.9 against 2 * (1 - 0.05) in floating point
+    if near_below < theory * (1 - resolution) - slack or near_above > theory * (1 + resolution) + slack:
+        return (
+            f"the nearest judged widths around {band} are {near_below:g} and {near_above:g}: any threshold "
+            f"between them would pass, but the check resolves to ±{resolution:.0%} "
+            f"({theory * (1 - resolution):.3g} to {theory * (1 + resolution):.3g})"
+        )
+    return None
+
+
+def grid_resolves(check: WidthThresholdCheck, grid_values: list[float]) -> str | None:
+    """Why a grid of widths cannot resolve the thresholds the check tests (None when it can): every
+    activation's threshold needs a judged width (outside the ±tolerance band) within the check's
+    resolution on each side. The catalog test calls it on each spec's width grid."""
+    problems = [
+        problem
+        for activation in check.activations
+        if (
+            problem := _resolution_problem(
+                activation,
+                theoretical_threshold(activation),
+                [float(w) for w in grid_values],
+                check.tolerance,
+                check.resolution_or_default,
+            )
+        )
+        is not None
+    ]
+    return "; ".join(problems) if problems else None

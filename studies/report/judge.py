@@ -117,10 +117,10 @@ def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | Non
     if problem is not None:
         return Judgement(CheckResult.not_tested(check.type, problem, confidence=check.confidence), ())
     level = convergence or convergence_for(data.dataset)
-    preconditions = check_preconditions(data, level, needs_convergence=claim.measured_at == "trained")
+    checked = check_preconditions(data, level, needs_convergence=claim.measured_at == "trained")
     if claim.requires.freeze_fired:
-        preconditions.append(freeze_fired(data))
-    preconditions = tuple(preconditions)
+        checked.append(freeze_fired(data))
+    preconditions = tuple(checked)
     unmet = first_unmet(preconditions)
     if unmet is not None:
         reason = unmet.reason or unmet.name

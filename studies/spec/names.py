@@ -95,8 +95,9 @@ METHODS: tuple[str, ...] = (
     "film",
 )
 
-# Model names and presets of models.build_model that can train on a study dataset. `residual_mlp` (the
-# rank experiments) is left out on purpose: it has no task head, so every trial of a study would fail.
+# Model names and presets of models.build_model that can train on a study dataset. The bare
+# `residual_mlp` is left out on purpose: it has no task head, so every trial of a study would fail; the
+# rank studies train it as `mlp_classifier` (an input projection, the residual MLP, a head).
 KNOWN_MODELS: tuple[str, ...] = (
     "vit_lite",
     "vit_lite_paper",
@@ -107,10 +108,15 @@ KNOWN_MODELS: tuple[str, ...] = (
     "tabular",
     "tabular_paper",
     "tabular_tiny",
+    "mlp_classifier",
+    "mlp_classifier_paper",
+    "mlp_classifier_tiny",
 )
-# Backbone of each data family; a preset's backbone is the prefix of its name.
+# Default backbone of each data family; a preset's backbone is the prefix of its name.
 _FAMILY_BACKBONE = {"image": "vit_lite", "text": "encoder", "tabular": "tabular"}
+# Data family each backbone reads: the defaults, and the residual-MLP classifier (flattened images).
 _BACKBONE_FAMILY = {backbone: family for family, backbone in _FAMILY_BACKBONE.items()}
+_BACKBONE_FAMILY["mlp_classifier"] = "image"
 _FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
 _FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
 
@@ -132,10 +138,25 @@ _TRANSFORMER_FIELDS: tuple[str, ...] = (
     "activation",
     "branch",
 )
+# The residual MLP's fields (models.residual_mlp.ResidualMLPConfig): no heads, dropout, drop path or
+# LayerScale, so knobs that set those do not apply to it (rules.knob_fits_the_model).
+_RESIDUAL_MLP_FIELDS: tuple[str, ...] = (
+    "dim",
+    "depth",
+    "mlp_ratio",
+    "norm",
+    "norm_options",
+    "norm_placement",
+    "skip_scale",
+    "init_scale",
+    "activation",
+    "branch",
+)
 MODEL_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
     "vit_lite": (*_TRANSFORMER_FIELDS, "image_size", "in_channels", "num_classes", "patch_size"),
     "encoder": (*_TRANSFORMER_FIELDS, "vocab_size", "max_len", "num_classes", "head", "pad_id"),
     "tabular": (*_TRANSFORMER_FIELDS, "num_features", "num_outputs"),
+    "mlp_classifier": (*_RESIDUAL_MLP_FIELDS, "image_size", "in_channels", "num_classes"),
 }
 
 # Model fields a spec may not override: the method decides the norm ...

@@ -209,6 +209,25 @@ def check_overrides(spec: StudySpec, fail: Fail) -> None:
                 )
 
 
+def knobs_fit_the_model(spec: StudySpec, fail: Fail) -> None:
+    """A knob that sets a model field must set one the study's backbone has: the residual-MLP classifier
+    has no dropout, drop path or LayerScale, and its trials would fail when they build the model."""
+    backbone = spec.model.backbone(spec.dataset)
+    fields = MODEL_CONFIG_FIELDS[backbone]
+    spaces: list[tuple[tuple[str, ...], dict[str, Distribution]]] = [(("search",), spec.search)]
+    spaces += [(("method_search", method), space) for method, space in spec.method_search.items()]
+    for prefix, space in spaces:
+        for knob_name, dist in space.items():
+            field = KNOB_MODEL_FIELDS.get(knob_name)
+            if field is not None and field not in fields:
+                fail(
+                    (*prefix, knob_name),
+                    "knob_not_in_model",
+                    f"knob '{knob_name}' sets the model field '{field}', which {backbone} does not have",
+                    dist.model_dump(),
+                )
+
+
 def check_data_options(spec: StudySpec, fail: Fail) -> None:
     """Corruption options need a corruption dataset, and names that dataset can build."""
     known = DATASET_CORRUPTIONS.get(spec.dataset)
@@ -403,6 +422,7 @@ RULES: tuple[Callable[[StudySpec, Fail], None], ...] = (
     model_fits_dataset,
     check_overrides,
     knobs_apply_to_their_methods,
+    knobs_fit_the_model,
     num_samples_cover_the_methods,
     grid_has_no_tuning,
     scheduler_fits_the_budget,

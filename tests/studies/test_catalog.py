@@ -33,7 +33,7 @@ from studies.catalog.lint import (
     vacuous_check_problems,
 )
 from studies.limits import StudyLimits
-from studies.spec import DATASET_METRICS, load_spec, validate_spec_data
+from studies.spec import DATASET_METRICS, MODEL_CONFIG_FIELDS, load_spec, validate_spec_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ OFFLINE_DATASETS = {
     "rotten_tomatoes_vader",
     "california_housing",
 }
-SMOKE_PRESETS = {"vit_lite_tiny", "encoder_tiny", "tabular_tiny"}
+SMOKE_PRESETS = {"vit_lite_tiny", "encoder_tiny", "tabular_tiny", "mlp_classifier_tiny"}
 
 
 def _own_spec(claim: str, size: str) -> bool:
@@ -80,6 +80,7 @@ def test_the_catalog_covers_every_claim_of_both_papers():
         "sweep",
         "gate_pattern",
         "rank_vs_depth",
+        "ratio_vs_depth",
         "mean_spike",
         "width_threshold",
         "trend",
@@ -224,7 +225,7 @@ def test_paper_specs_run_the_papers_data_at_the_papers_sizes(claim):
     if paper_dataset is not None:
         # the paper's dataset, or the registry's closest stand-in when the paper's has no open source
         assert spec.dataset == paper_dataset or STAND_IN_FOR.get(spec.dataset) == paper_dataset
-    assert spec.model.preset in {"vit_lite_paper", "encoder_paper", "tabular_paper"}
+    assert spec.model.preset in {"vit_lite_paper", "encoder_paper", "tabular_paper", "mlp_classifier_paper"}
 
 
 @pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
@@ -239,8 +240,11 @@ def test_specs_with_autonorm_s_freeze_before_the_last_epoch(claim, size):
 @pytest.mark.parametrize("claim", [c for c in claim_ids() if get_claim(c).paper == "transforming_rank"])
 def test_rank_studies_run_without_layerscale(claim):
     # With LayerScale 1e-4 every block starts as the identity and no rank effect shows at init.
+    # The residual-MLP classifier (the rank studies' model) has no LayerScale at all.
     for size in [s for s in SIZES if _own_spec(claim, s)]:
         spec = load_catalog_spec(claim, size)
+        if "layer_scale_init" not in MODEL_CONFIG_FIELDS[spec.model.backbone(spec.dataset)]:
+            continue
         assert "layer_scale_init" in spec.model.overrides
         assert spec.model.overrides["layer_scale_init"] is None
 

@@ -17,6 +17,7 @@ from studies.claims import (
     TrialData,
     WidthThresholdCheck,
 )
+from studies.claims.verdicts import NOT_TESTED
 from studies.claims.width_threshold import activation_survival, theoretical_threshold
 
 WOBBLE = [0.01, -0.008, 0.004, -0.005, 0.0]
@@ -225,10 +226,14 @@ def test_the_theoretical_thresholds_are_one_over_the_mean_squared_derivative():
     assert theoretical_threshold("gelu") == pytest.approx(2.19, abs=0.01)
 
 
-def _width_trials(rank_of):
+# Widths on both sides of each threshold, close enough to resolve it (ReLU 2, GELU ~2.19).
+RESOLVING_WIDTHS = (1.5, 1.75, 1.9, 2.1, 2.3, 2.5, 3.0, 4.0)
+
+
+def _width_trials(rank_of, widths=RESOLVING_WIDTHS, metric="init_branch_active_width"):
     trials = []
     for activation in ("relu", "gelu"):
-        for width in (1.0, 1.5, 3.0, 4.0):
+        for width in widths:
             for seed in range(3):
                 trials.append(
                     TrialData(
@@ -238,40 +243,57 @@ def _width_trials(rank_of):
                         0.2,
                         group=f"width_expansion={width},activation={activation}",
                         knobs={"width_expansion": width, "activation": activation},
-                        history=({"epoch": 0, "init_branch_rank": rank_of(activation, width, seed)},),
+                        history=({"epoch": 0, metric: rank_of(activation, width, seed)},),
                     )
                 )
     return _data(trials)
 
 
-WIDTH = WidthThresholdCheck()
+# The catalog's reading: the soft count of active units per width, full at 1, judged outside ±4 %.
+WIDTH = WidthThresholdCheck(
+    metric="init_branch_active_width", full_level=1.0, tolerance=0.04, resolution=0.05
+)
 
 
 def test_rank_deficient_below_and_full_above_the_threshold_supports_the_claim():
-    def rank(activation, width, seed):
-        return min(1.0, activation_survival(activation) * width - 0.01 * seed)
+    def count(activation, width, seed):
+        return activation_survival(activation) * width + 0.002 * (seed - 1)
 
-    result = WIDTH.evaluate(_width_trials(rank), paper={"relu": 2.0, "gelu": 2.19})
+    result = WIDTH.evaluate(_width_trials(count), paper={"relu": 2.0, "gelu": 2.19})
     assert result.verdict == SUPPORTED
     relu = next(f for f in result.findings if f.label == "relu: full-rank width threshold")
-    assert relu.measured == 3.0 and relu.paper == 2.0
+    gelu = next(f for f in result.findings if f.label == "gelu: full-rank width threshold")
+    assert relu.measured == pytest.approx(2.0, abs=1e-6) and relu.paper == 2.0  # interpolated crossing
+    assert gelu.measured == pytest.approx(theoretical_threshold("gelu"), abs=1e-3)
 
 
 def test_full_rank_well_below_the_threshold_contradicts_the_claim():
-    def rank(activation, width, seed):
-        return 1.0 if activation == "gelu" else min(1.0, 0.5 * width)
+    def count(activation, width, seed):
+        return 1.2 + 0.01 * seed if activation == "gelu" else 0.5 * width
 
-    result = WIDTH.evaluate(_width_trials(rank))
+    result = WIDTH.evaluate(_width_trials(count))
     assert result.verdict == CONTRADICTED
     gelu = next(f for f in result.findings if f.label == "gelu: full-rank width threshold")
-    assert gelu.verdict == CONTRADICTED and gelu.measured == 1.0
+    assert gelu.verdict == CONTRADICTED and gelu.measured == 1.5
+
+
+def test_a_grid_with_a_wide_gap_around_the_threshold_leaves_it_not_tested():
+    # 1.5 and 3.0 on either side of ReLU's 2: any threshold between them would pass.
+    def rank(activation, width, seed):
+        return min(1.0, activation_survival(activation) * width - 0.01 * seed)
+
+    check = WidthThresholdCheck(activations=["relu"])
+    result = check.evaluate(_width_trials(rank, widths=(1.0, 1.5, 3.0, 4.0), metric="init_branch_rank"))
+    assert result.verdict == NOT_TESTED
+    relu = next(f for f in result.findings if f.label == "relu: full-rank width threshold")
+    assert "any threshold between them would pass" in relu.note
 
 
 def test_without_the_branch_rank_measurement_the_width_claim_is_inconclusive():
     data = _data([TrialData("frozen_ln", 0, "succeeded", 0.2, knobs={"width_expansion": 2.0})])
     result = WIDTH.evaluate(data)
     assert result.verdict == INCONCLUSIVE
-    assert "init_branch_rank" in result.summary
+    assert "init_branch_active_width" in result.summary
 
 
 # ---------------------------------------------------------------------------------------------- trend

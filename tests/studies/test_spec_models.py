@@ -39,8 +39,13 @@ TINY_TASKS: dict[str, tuple[str, dict, torch.Tensor]] = {
         {"num_features": 8, "num_outputs": 1},
         torch.zeros(2, 8),  # (B, F)
     ),
+    "mlp_classifier": (
+        "digits",
+        {"image_size": 8, "in_channels": 1, "num_classes": 10},
+        torch.zeros(2, 1, 8, 8),  # (B, C, H, W), flattened by the classifier's input projection
+    ),
 }
-EXPECTED_OUTPUT = {"vit_lite": (2, 10), "encoder": (2, 16, 44), "tabular": (2, 1)}
+EXPECTED_OUTPUT = {"vit_lite": (2, 10), "encoder": (2, 16, 44), "tabular": (2, 1), "mlp_classifier": (2, 10)}
 
 
 @pytest.fixture(autouse=True)
@@ -119,3 +124,22 @@ def test_the_knob_to_model_field_table_matches_what_the_workers_apply():
     from workers.training.config import MODEL_KNOBS
 
     assert {k: v for k, v in MODEL_KNOBS.items() if k in KNOBS} == KNOB_MODEL_FIELDS
+
+
+def test_a_knob_that_sets_a_field_the_model_lacks_is_rejected_at_its_path():
+    # The residual-MLP classifier has no dropout, drop path or LayerScale: its trials would fail to build.
+    spec = {
+        "name": "rank",
+        "dataset": "digits",
+        "model": "mlp_classifier_tiny",
+        "methods": ["frozen_ln"],
+        "kind": "grid",
+        "search": {"init_scale": {"type": "grid", "values": [1.0, 4.0]}, "dropout": 0.1},
+    }
+    with pytest.raises(ValidationError) as raised:
+        StudySpec.model_validate(spec)
+    [error] = raised.value.errors()
+    assert error["loc"] == ("search", "dropout")
+    assert "mlp_classifier does not have" in error["msg"]
+    del spec["search"]["dropout"]
+    assert StudySpec.model_validate(spec).model.backbone("digits") == "mlp_classifier"
