@@ -22,6 +22,7 @@ __all__ = [
     "STUDY_IDENTITY_FIELDS",
     "duplicate_studies",
     "expressibility_problem",
+    "grid_problems",
     "source_problems",
     "tuning_problems",
     "vacuous_check_problems",
@@ -74,6 +75,22 @@ def vacuous_check_problems(claim: Claim) -> list[str]:
                 f"({GATE_START:g}): any drift toward LN passes"
             )
     return problems
+
+
+def grid_problems(claim: Claim, spec: StudySpec) -> list[str]:
+    """A threshold read off a grid needs grid points close to it on both sides."""
+    check = claim.check
+    if check.type != "width_threshold":
+        return []
+    from studies.claims.width_threshold import grid_resolves
+
+    values: set[float] = set()
+    for method in spec.methods:
+        width = spec.search_space_for(method).get("width_expansion")
+        if width is not None:
+            values.update(_distribution_values(width))
+    reason = grid_resolves(check, sorted(values))
+    return [] if reason is None else [f"{claim.id} ({spec.name}): {reason}"]
 
 
 def source_problems(claim: Claim) -> list[str]:

@@ -28,6 +28,7 @@ from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.lint import (
     duplicate_studies,
     expressibility_problem,
+    grid_problems,
     source_problems,
     tuning_problems,
     vacuous_check_problems,
@@ -332,3 +333,15 @@ def test_every_equivalence_claim_shows_its_verdict_across_its_margin(claim):
         values = get_claim(claim).sensitivity.get(margin, [])
         assert getattr(check, margin) in values  # the pre-registered margin is one of the rows
         assert min(values) < getattr(check, margin) < max(values)  # and both sides of it are shown
+
+
+@pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
+def test_every_threshold_grid_resolves_the_threshold_it_tests(claim, size):
+    assert grid_problems(get_claim(claim), load_catalog_spec(claim, size)) == []
+
+
+def test_a_grid_without_points_near_the_threshold_is_rejected():
+    spec = yaml.safe_load(spec_path("width_expansion_threshold", "smoke").read_text())
+    spec["search"]["width_expansion"] = {"type": "grid", "values": [1.0, 1.5, 3.0, 4.0]}
+    problems = grid_problems(get_claim("width_expansion_threshold"), load_spec(yaml.safe_dump(spec)))
+    assert len(problems) == 1
