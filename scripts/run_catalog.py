@@ -203,7 +203,7 @@ def _tally(runs: list[ClaimRun]) -> str:
 
 def _study_cell(run: ClaimRun) -> str:
     if run.not_run is not None:
-        return f"no study at this size: {run.not_run}"
+        return run.not_run if run.not_run.startswith("not run") else f"no study at this size: {run.not_run}"
     study = f"{run.status} ({run.study_id})" if run.study_id else run.status
     if run.shares_with:
         study = f"same study as `{run.shares_with}`: {study}"
