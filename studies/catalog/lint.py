@@ -16,7 +16,9 @@ from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.sources import check_numbers, source_for
 from studies.knobs import KNOBS
 from studies.spec import DATASET_METRICS, StudySpec
+from studies.spec.distributions import Choice, Fixed, Grid, _discrete_values
 from studies.spec.names import _DATASET_FAMILY
+from studies.spec.rules import _largest_int
 
 __all__ = [
     "STUDY_IDENTITY_FIELDS",
@@ -87,8 +89,8 @@ def grid_problems(claim: Claim, spec: StudySpec) -> list[str]:
     values: set[float] = set()
     for method in spec.methods:
         width = spec.search_space_for(method).get("width_expansion")
-        if width is not None:
-            values.update(_distribution_values(width))
+        if isinstance(width, (Choice, Grid, Fixed)):
+            values.update(float(v) for v in _discrete_values(width))  # type: ignore[arg-type]
     reason = grid_resolves(check, sorted(values))
     return [] if reason is None else [f"{claim.id} ({spec.name}): {reason}"]
 
@@ -110,23 +112,13 @@ def tuning_problems(spec: StudySpec) -> list[str]:
     t_freeze = spec.search_space_for("autonorm_s").get("t_freeze")
     if t_freeze is None:
         return []
-    values = _distribution_values(t_freeze)
-    latest = max(values) if values else None
-    if latest is not None and spec.scheduler.grace_period <= latest:
+    latest = _largest_int(t_freeze)  # the spec's own t_freeze < epochs rule reads it the same way
+    if spec.scheduler.grace_period <= latest:
         return [
             f"{spec.name}: ASHA's first rung (grace_period {spec.scheduler.grace_period}) falls at or before "
-            f"T_freeze ({latest:g}): AutoNorm-S trials are cut before the freeze can act"
+            f"T_freeze ({latest}): AutoNorm-S trials are cut before the freeze can act"
         ]
     return []
-
-
-def _distribution_values(distribution: Any) -> list[float]:
-    dump = distribution.model_dump() if hasattr(distribution, "model_dump") else dict(distribution)
-    if "values" in dump:
-        return [float(v) for v in dump["values"]]
-    if "value" in dump:
-        return [float(dump["value"])]
-    return [float(dump[k]) for k in ("high",) if k in dump]
 
 
 def _identity(spec: Mapping[str, Any]) -> dict[str, Any]:

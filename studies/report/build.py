@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from studies.catalog import Claim, DatasetComparability, dataset_comparability, unclaimed_comparability
-from studies.catalog.convergence import convergence_for
 from studies.catalog.sources import check_numbers, source_for
 from studies.claims.preconditions import first_unmet
 from studies.claims.trials import StudyData
@@ -144,7 +143,7 @@ def build_report(
         result, preconditions = judgement.result, judgement.preconditions
         sensitivity, power = judgement.sensitivity, judgement.power
         confidence = result.confidence
-        level = convergence or convergence_for(data.dataset) if claim.measured_at == "trained" else None
+        level = judgement.level
     else:
         comparability = unclaimed_comparability(data.dataset)
         paper_values = dict(spec_paper_numbers or {})

@@ -7,7 +7,6 @@ holds; otherwise the verdict is `not tested` with the reason, and no number is o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,14 +22,14 @@ from studies.claims.preconditions import (
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
 from studies.evidence.mechanism import mechanism_summary
-from studies.stats import seeds_for_power
+from studies.stats import seeds_for_power, summarize
 
 __all__ = [
     "Judgement",
     "PowerRow",
     "SensitivityRow",
     "check_preconditions",
-    "expressibility_problem",
+    "freeze_fired",
     "judge_claim",
 ]
 
@@ -63,6 +62,8 @@ class Judgement:
     preconditions: tuple[PreconditionResult, ...]
     sensitivity: tuple[SensitivityRow, ...] = ()
     power: tuple[PowerRow, ...] = ()
+    # The convergence level the claim was held to: None for claims measured at initialisation.
+    level: Convergence | None = None
 
 
 def check_preconditions(
@@ -113,26 +114,28 @@ def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | Non
     for the study's dataset."""
     paper = dict(claim.reported.values)
     check = claim.check
+    trained = claim.measured_at == "trained"
+    level = (convergence or convergence_for(data.dataset)) if trained else None
     problem = expressibility_problem(claim, data.dataset)
     if problem is not None:
-        return Judgement(CheckResult.not_tested(check.type, problem, confidence=check.confidence), ())
-    level = convergence or convergence_for(data.dataset)
-    checked = check_preconditions(data, level, needs_convergence=claim.measured_at == "trained")
+        result = CheckResult.not_tested(check.type, problem, confidence=check.confidence)
+        return Judgement(result, (), level=level)
+    checked = check_preconditions(data, level, needs_convergence=trained)
     if claim.requires.freeze_fired:
         checked.append(freeze_fired(data))
     preconditions = tuple(checked)
     unmet = first_unmet(preconditions)
     if unmet is not None:
         reason = unmet.reason or unmet.name
-        return Judgement(
-            CheckResult.not_tested(check.type, reason, confidence=check.confidence), preconditions
-        )
+        result = CheckResult.not_tested(check.type, reason, confidence=check.confidence)
+        return Judgement(result, preconditions, level=level)
     result = check.evaluate(data, paper=paper)
     return Judgement(
         result,
         preconditions,
         sensitivity=tuple(_sensitivity(claim, data, paper)),
         power=tuple(_power(claim, data, result)),
+        level=level,
     )
 
 
@@ -189,17 +192,10 @@ def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]
             for s in sorted(set(ours) & set(theirs))
             if ours[s] is not None and theirs[s] is not None
         ]
-        sd = _sd(diffs)
+        sd = summarize(diffs).std
         effect = finding.paper
         needed = (
             None if effect is None or sd is None else seeds_for_power(effect, sd, alpha=claim.check.alpha)
         )
         rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed))
     return rows
-
-
-def _sd(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
