@@ -22,7 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from studies.claims.trials import StudyData, same_value
 from studies.claims.verdicts import SUPPORTED, CheckResult
 
-__all__ = ["Sensitivity", "holds_for", "knob_values", "results_by", "verdict_by", "with_sensitivity"]
+__all__ = [
+    "Sensitivity",
+    "holds_for",
+    "knob_values",
+    "results_by",
+    "trials_at",
+    "verdict_by",
+    "with_sensitivity",
+]
 
 Evaluate = Callable[[StudyData], CheckResult]
 
@@ -54,13 +62,14 @@ def knob_values(data: StudyData, knob: str) -> list[Any]:
     return sorted(values, key=_sort_key)
 
 
-def _subset(data: StudyData, knob: str, value: Any) -> StudyData:
+def trials_at(data: StudyData, knob: str, value: Any) -> StudyData:
+    """The study with only the trials whose `knob` has `value`."""
     return dataclasses.replace(data, trials=tuple(t for t in data.trials if same_value(t.knob(knob), value)))
 
 
 def results_by(knob: str, data: StudyData, evaluate: Evaluate) -> list[tuple[Any, CheckResult]]:
     """The check's result on the trials of each value of `knob`, in numeric order."""
-    return [(value, evaluate(_subset(data, knob, value))) for value in knob_values(data, knob)]
+    return [(value, evaluate(trials_at(data, knob, value))) for value in knob_values(data, knob)]
 
 
 def verdict_by(knob: str, data: StudyData, evaluate: Evaluate) -> list[tuple[Any, str, str]]:

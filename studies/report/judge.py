@@ -19,6 +19,7 @@ from studies.claims.preconditions import (
     first_unmet,
     reference_converged,
 )
+from studies.claims.sensitivity import trials_at
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
 from studies.evidence.mechanism import mechanism_summary
@@ -155,13 +156,7 @@ def _sensitivity(claim: Claim, data: StudyData, paper: Mapping[str, float]) -> l
                 result = varied.evaluate(data, paper=paper)
                 preregistered = current is not None and same_value(current, value)
             else:  # a knob the study's grid sweeps: the verdict on the trials at that value alone
-                subset = StudyData(
-                    dataset=data.dataset,
-                    metric=data.metric,
-                    higher_is_better=data.higher_is_better,
-                    reference=data.reference,
-                    trials=tuple(t for t in data.trials if same_value(t.knob(parameter), value)),
-                )
+                subset = trials_at(data, parameter, value)
                 result = check.evaluate(subset, paper=paper)
                 preregistered = False
             rows.append(
