@@ -29,6 +29,7 @@ __all__ = [
     "evaluate_pairs",
     "judge_comparison",
     "paper_difference",
+    "resolved_margin",
 ]
 
 Expectation = Literal["better", "worse", "higher", "lower", "no_difference"]
@@ -79,6 +80,16 @@ def _expected_text(sign: int, margin: float | None) -> str:
 def _reference_mean(data: StudyData, selector: RowSelector, metric: str | None) -> float | None:
     values = [v for v in data.by_seed(selector, metric).values() if v is not None]
     return sum(values) / len(values) if values else None
+
+
+def resolved_margin(pair: PairSpec, data: StudyData, metric: str | None) -> float | None:
+    """The pair's margin in metric units: `margin`, or `relative_margin` times the reference's mean (None
+    when the reference has no values)."""
+    if pair.relative_margin is None:
+        return pair.margin
+    reference = pair.reference if pair.reference is not None else data.reference
+    reference_mean = _reference_mean(data, reference, metric)
+    return None if reference_mean is None else pair.relative_margin * abs(reference_mean)
 
 
 def judge_comparison(
@@ -152,10 +163,7 @@ def evaluate_pairs(
     findings = []
     for pair, comparison, p_adjusted in zip(resolved, comparisons, adjusted, strict=True):
         sign = _sign(pair.expect, higher_is_better)
-        margin = pair.margin
-        if pair.relative_margin is not None:
-            reference_mean = _reference_mean(data, pair.reference, metric)  # type: ignore[arg-type]
-            margin = None if reference_mean is None else pair.relative_margin * abs(reference_mean)
+        margin = resolved_margin(pair, data, metric)
         if sign == 0 and margin is None:
             verdict, note = INCONCLUSIVE, "no reference values to scale the relative margin by"
         else:

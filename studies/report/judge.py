@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from studies.catalog import Claim, convergence_for
 from studies.catalog.lint import expressibility_problem
 from studies.claims import CheckResult, StudyData
+from studies.claims._pairs import PairSpec, resolved_margin
 from studies.claims.preconditions import (
     PreconditionResult,
     arms_trained,
@@ -23,7 +24,7 @@ from studies.claims.sensitivity import trials_at
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
 from studies.evidence.mechanism import mechanism_summary
-from studies.stats import seeds_for_power, summarize
+from studies.stats import seeds_for_equivalence, seeds_for_power, summarize
 
 __all__ = [
     "Judgement",
@@ -54,7 +55,10 @@ class PowerRow:
     paper_effect: float | None
     sd_difference: float | None  # standard deviation of the per-seed paired differences, measured
     seeds_run: int
-    seeds_needed: int | None  # for 80 % power at the paper's effect, two-sided, at the check's alpha
+    # For 80 % power at the paper's effect and the check's alpha: to detect it (two-sided paired t-test),
+    # or, for an equivalence claim, to find the interval within ±margin when the paper's effect is true.
+    seeds_needed: int | None
+    margin: float | None = None  # the equivalence margin in metric units; None: a directional claim
 
 
 @dataclass(frozen=True)
@@ -165,12 +169,12 @@ def _sensitivity(claim: Claim, data: StudyData, paper: Mapping[str, float]) -> l
     return rows
 
 
-def _pairs(claim: Claim) -> list[tuple[object, object | None]]:
+def _pairs(claim: Claim) -> list[PairSpec]:
     check = claim.check
     if check.type == "difference":
-        return [(check.method, check.reference)]
+        return [check.pair()]
     if check.type == "ordering":
-        return [(pair.method, pair.reference) for pair in check.pairs]
+        return list(check.pairs)
     return []
 
 
@@ -178,10 +182,11 @@ def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]
     """Seeds needed at the paper's effect, for checks that compare paired rows."""
     rows = []
     metric = getattr(claim.check, "metric", None)
-    for (method, reference), finding in zip(_pairs(claim), result.findings, strict=False):
-        reference = reference if reference is not None else data.reference
-        ours = data.by_seed(method, metric)  # type: ignore[arg-type]
-        theirs = data.by_seed(reference, metric)  # type: ignore[arg-type]
+    alpha = claim.check.alpha
+    for pair, finding in zip(_pairs(claim), result.findings, strict=False):
+        reference = pair.reference if pair.reference is not None else data.reference
+        ours = data.by_seed(pair.method, metric)
+        theirs = data.by_seed(reference, metric)
         diffs = [
             ours[s] - theirs[s]  # type: ignore[operator]
             for s in sorted(set(ours) & set(theirs))
@@ -189,8 +194,12 @@ def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]
         ]
         sd = summarize(diffs).std
         effect = finding.paper
-        needed = (
-            None if effect is None or sd is None else seeds_for_power(effect, sd, alpha=claim.check.alpha)
-        )
-        rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed))
+        margin = resolved_margin(pair, data, metric) if pair.expect == "no_difference" else None
+        if effect is None or sd is None:
+            needed = None
+        elif pair.expect == "no_difference":
+            needed = None if margin is None else seeds_for_equivalence(effect, sd, margin, alpha=alpha)
+        else:
+            needed = seeds_for_power(effect, sd, alpha=alpha)
+        rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed, margin))
     return rows

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from studies.report.model import StudyReportData
 
 __all__ = [
+    "POWER_NOTE",
     "finding_cells",
     "finding_headers",
     "mechanism_rows",
@@ -187,9 +188,18 @@ def mechanism_rows(report: StudyReportData) -> Rows:
     return headers, rows
 
 
+POWER_NOTE = (
+    "80 % power at the check's alpha, with the seed-to-seed spread measured here: to detect the paper's "
+    "effect with a two-sided paired t-test, or, for an equivalence claim, for the interval to fall within "
+    "the margin when the paper's effect is the true one (two one-sided tests; a conservative bound). "
+    "A dash: no spread measured, or an effect at or past the margin, which no number of seeds shows equal."
+)
+
+
 def power_rows(report: StudyReportData) -> Rows:
     headers = [
         "comparison",
+        "seeds are sized to",
         "paper's effect",
         "SD of seed differences (measured)",
         "seeds run",
@@ -198,6 +208,7 @@ def power_rows(report: StudyReportData) -> Rows:
     rows = [
         [
             r.label,
+            "detect the effect" if r.margin is None else f"show it within ±{_num(r.margin)}",
             _num(r.paper_effect),
             _num(r.sd_difference),
             str(r.seeds_run),
@@ -353,7 +364,7 @@ def to_markdown(report: StudyReportData) -> str:
             "",
             *_md_table(headers, rows),
             "",
-            "Two-sided paired t-test at the check's alpha, 80 % power, with the seed-to-seed spread measured here.",
+            POWER_NOTE,
             "",
         ]
 

@@ -9,6 +9,7 @@ import yaml
 
 from studies.catalog import PAPERS
 from studies.report.render import (
+    POWER_NOTE,
     finding_cells,
     finding_headers,
     mechanism_rows,
@@ -140,8 +141,7 @@ def to_html(report: StudyReportData) -> str:
         parts += [
             "<h2>Power: seeds needed at the paper's effect</h2>",
             _table(*power_rows(report)),
-            '<p class="muted">Two-sided paired t-test at the check\'s alpha, 80 % power, with the seed-to-seed '
-            "spread measured here.</p>",
+            f'<p class="muted">{escape(POWER_NOTE)}</p>',
         ]
 
     if report.mechanism is not None:

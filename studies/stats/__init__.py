@@ -20,7 +20,14 @@ from studies.stats.compare import (
     compare_by_seed,
     hedges_g,
 )
-from studies.stats.power import DEFAULT_POWER, minimum_detectable_effect, seeds_for_power, t_test_power
+from studies.stats.power import (
+    DEFAULT_POWER,
+    equivalence_power,
+    minimum_detectable_effect,
+    seeds_for_equivalence,
+    seeds_for_power,
+    t_test_power,
+)
 from studies.stats.summary import (
     DEFAULT_BOOTSTRAP_RESAMPLES,
     DEFAULT_BOOTSTRAP_SEED,
@@ -58,9 +65,11 @@ __all__ = [
     "adjust",
     "compare",
     "compare_by_seed",
+    "equivalence_power",
     "hedges_g",
     "interquartile_mean",
     "minimum_detectable_effect",
+    "seeds_for_equivalence",
     "seeds_for_power",
     "summarize",
     "t_test_power",

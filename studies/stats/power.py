@@ -6,7 +6,14 @@ import math
 
 from scipy import optimize, stats
 
-__all__ = ["DEFAULT_POWER", "minimum_detectable_effect", "seeds_for_power", "t_test_power"]
+__all__ = [
+    "DEFAULT_POWER",
+    "equivalence_power",
+    "minimum_detectable_effect",
+    "seeds_for_equivalence",
+    "seeds_for_power",
+    "t_test_power",
+]
 
 # Conventional target power: an effect this large is found four times out of five.
 DEFAULT_POWER = 0.8
@@ -76,5 +83,42 @@ def seeds_for_power(
     for n in range(2, max_seeds + 1):
         achieved = t_test_power(abs(effect) / (sd / math.sqrt(n)), n - 1, alpha)
         if math.isfinite(achieved) and achieved >= power:
+            return n
+    return None
+
+
+def equivalence_power(effect: float, sd: float, n: int, margin: float, *, alpha: float = 0.05) -> float:
+    """Probability that the paired (1 - alpha) t interval of the mean difference lies within ±`margin`
+    (how `no_difference` claims are judged: two one-sided tests at alpha/2 each) when the true difference
+    is `effect` and the paired differences have standard deviation `sd`, over `n` seeds.
+
+    Each side's rejection is a noncentral t event; the power of both is bounded below by their sum less
+    one (exact joint power needs Owen's Q), so this is conservative: a little low near 0.5 power, tight
+    near 0.8 and above.
+    """
+    df = n - 1
+    se = sd / math.sqrt(n)
+    t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
+    above_lower = stats.nct.sf(t_crit, df, (effect + margin) / se)  # P((d - (-margin)) / se > t_crit)
+    below_upper = stats.nct.sf(t_crit, df, (margin - effect) / se)  # P((margin - d) / se > t_crit)
+    return max(0.0, float(above_lower + below_upper) - 1.0)
+
+
+def seeds_for_equivalence(
+    effect: float,
+    sd: float,
+    margin: float,
+    *,
+    alpha: float = 0.05,
+    power: float = DEFAULT_POWER,
+    max_seeds: int = 10_000,
+) -> int | None:
+    """Paired seeds an equivalence claim within ±`margin` needs to be supported with probability `power`
+    when the true difference is `effect`. None when no number of seeds can (the effect is at or beyond
+    the margin), when there is no spread, or beyond `max_seeds`."""
+    if not (math.isfinite(effect) and math.isfinite(sd) and sd > 0.0 and margin > abs(effect)):
+        return None
+    for n in range(2, max_seeds + 1):
+        if equivalence_power(effect, sd, n, margin, alpha=alpha) >= power:
             return n
     return None

@@ -137,18 +137,29 @@ def test_an_equivalence_verdict_is_shown_across_its_margin():
     assert [row.preregistered for row in judgement.sensitivity] == [False, True, False, False]
 
 
-def test_power_states_the_papers_effect_the_measured_spread_and_the_seeds_it_needs():
+def test_power_states_the_papers_effect_the_measured_spread_and_the_seeds_to_detect_it():
+    reference = [0.88, 0.885, 0.89, 0.886, 0.87]
+    method = [0.90, 0.91, 0.905, 0.915, 0.90]  # differences .02 .025 .015 .029 .03
+    (row,) = judge_claim(CIFAR10, _data("cifar10", method, reference)).power
+    assert row.paper_effect == pytest.approx(0.0338)  # the paper's 3.38 points
+    assert row.seeds_run == 5 and row.margin is None
+    assert row.sd_difference == pytest.approx(0.0063008, abs=1e-6)
+    assert row.seeds_needed == 3  # 0.0338 against an SD of 0.0063: d = 5.4
+
+
+def test_an_equivalence_claim_needs_the_seeds_that_put_its_interval_inside_the_margin():
     method = [0.985, 0.983, 0.986, 0.982, 0.984]
     reference = [0.98, 0.981, 0.982, 0.979, 0.983]
     (row,) = judge_claim(MNIST, _data("mnist", method, reference)).power
     assert row.paper_effect == pytest.approx(0.0036)
-    assert row.seeds_run == 5
+    assert row.margin == pytest.approx(0.01)
     assert row.sd_difference == pytest.approx(0.001581, abs=1e-6)  # differences .005 .002 .004 .003 .001
-    assert row.seeds_needed == 4  # 0.0036 against an SD of 0.0016: d = 2.3
-    # a noisier study needs more seeds for the same effect
+    # Not the seeds to detect 0.0036 (4 at this spread): the seeds for the 95 % interval to land within
+    # ±0.01 when the true difference is 0.0036.
+    assert row.seeds_needed == 3
     noisy = [0.99, 0.975, 0.992, 0.97, 0.988]
     (noisier,) = judge_claim(MNIST, _data("mnist", noisy, reference)).power
-    assert noisier.seeds_needed > row.seeds_needed
+    assert noisier.seeds_needed == 18
 
 
 def test_an_unclaimed_study_states_whether_its_reference_converged():

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from studies.stats import compare, minimum_detectable_effect, t_test_power
+from studies.stats import (
+    compare,
+    equivalence_power,
+    minimum_detectable_effect,
+    seeds_for_equivalence,
+    t_test_power,
+)
 from studies.tables import TrialRecord, build_results_table
 
 
@@ -93,3 +99,21 @@ def test_a_welch_comparison_with_about_one_degree_of_freedom_builds_a_table_with
     assert row.mde_80 is not None and math.isfinite(row.mde_80)
     assert t_test_power(row.mde_80 / se, df, 0.05) == pytest.approx(0.8, abs=1e-6)
     json.dumps(table.to_json(), allow_nan=False)  # the API can serve it
+
+
+def test_equivalence_power_matches_how_often_the_interval_lands_inside_the_margin() -> None:
+    n, sd, margin, effect, sims = 6, 0.004, 0.01, 0.0036, 40_000
+    d = np.random.default_rng(1).normal(effect, sd, size=(sims, n))
+    half_width = stats.t.ppf(0.975, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = (d.mean(axis=1) - half_width >= -margin) & (d.mean(axis=1) + half_width <= margin)
+    assert equivalence_power(effect, sd, n, margin) == pytest.approx(inside.mean(), abs=0.01)
+
+
+def test_seeds_for_equivalence_is_the_first_count_reaching_eighty_percent() -> None:
+    n = seeds_for_equivalence(0.0036, 0.004, 0.01)
+    assert n is not None
+    assert equivalence_power(0.0036, 0.004, n, 0.01) >= 0.8 > equivalence_power(0.0036, 0.004, n - 1, 0.01)
+    # an effect closer to the margin needs more seeds; one at or past the margin can never be shown equal
+    assert seeds_for_equivalence(0.008, 0.004, 0.01) > n
+    assert seeds_for_equivalence(0.01, 0.004, 0.01) is None
+    assert seeds_for_equivalence(-0.012, 0.004, 0.01) is None
