@@ -217,21 +217,34 @@ def _verdict_cell(run: ClaimRun) -> str:
     return run.verdict + (f": {reason}" if reason else "")
 
 
+def _revision_lines(runs: list[ClaimRun]) -> list[str]:
+    """Which NormLab each report came from: batches run at different commits are named apart."""
+    claims_by_revision: dict[str, list[str]] = {}
+    for run in runs:
+        if run.report:
+            provenance = run.report.get("provenance") or {}
+            revision = f"NormLab {provenance.get('normlab_version', '?')} (git {provenance.get('git_revision', '?')})"
+            claims_by_revision.setdefault(revision, []).append(f"`{run.claim}`")
+    if len(claims_by_revision) == 1:
+        return [f"Every report here came from {next(iter(claims_by_revision))}.", ""]
+    return [
+        "The reports came from more than one commit:",
+        "",
+        *(f"- {revision}: {', '.join(claims)}" for revision, claims in claims_by_revision.items()),
+        "",
+    ]
+
+
 def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str) -> str:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    versions = next((r.report.get("provenance") for r in runs if r.report), None) or {}
     lines = [
         f"# NormLab catalog reports ({size} size)",
         "",
-        f"Generated {now} by `scripts/run_catalog.py --size {size}` against {api_url}"
-        + (
-            f"; NormLab {versions.get('normlab_version')} (git {versions.get('git_revision')})."
-            if versions
-            else "."
-        ),
+        f"Generated {now} by `scripts/run_catalog.py --size {size}` against {api_url}.",
         "",
         SIZE_NOTES.get(size, ""),
         "",
+        *_revision_lines(runs),
     ]
     for group, title in GROUPS:
         members = [run for run in runs if _group(run) == group]

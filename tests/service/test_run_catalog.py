@@ -159,3 +159,21 @@ def test_an_unknown_claim_is_refused_before_anything_is_submitted(run_catalog, c
         run_catalog.main(["--claim", "no_such_claim"])
     assert "unknown claim(s) no_such_claim" in capsys.readouterr().err
     assert client.get("/studies").json() == []
+
+
+def test_the_index_names_each_commit_its_reports_came_from(run_catalog, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for claim, revision in (("rank_post_norm_collapse", "aaa111"), ("mean_spike_one_matrix_relu", "bbb222")):
+        report = {
+            "study_id": claim,
+            "verdict": "supported",
+            "scope": "init",
+            "result": {},
+            "provenance": {"normlab_version": "0.1.0", "git_revision": revision},
+        }
+        (reports / f"{claim}.json").write_text(json.dumps(report))
+    assert run_catalog.main(["--index-only", "--size", "cpu", "--output", str(reports)]) == 0
+    index = (reports / "README.md").read_text()
+    assert "- NormLab 0.1.0 (git aaa111): `rank_post_norm_collapse`" in index
+    assert "- NormLab 0.1.0 (git bbb222): `mean_spike_one_matrix_relu`" in index
