@@ -28,6 +28,7 @@ KNOWN_DATASETS: tuple[str, ...] = (
     "fashion_mnist_c",
     "ptb_lm_sample",
     "cifar10_c_hendrycks",
+    "ptb_wsj_pos",
 )
 
 # Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
@@ -49,7 +50,11 @@ _DATASET_FAMILY: dict[str, str] = {
         "image",
     ),
     **dict.fromkeys(
-        ("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"), "text"
+        (
+            *("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"),
+            "ptb_wsj_pos",
+        ),
+        "text",
     ),
     **dict.fromkeys(("energy", "california_housing"), "tabular"),
 }

@@ -32,9 +32,9 @@ class DatasetInfo:
     task: Task
     metric: Metric
     description: str
-    # The paper dataset this one stands in for (e.g. digits -> mnist): a registered name, or one of
-    # workers.data.registry.UNREGISTERED_PAPER_DATASETS (licensed data no loader can fetch); None for the
-    # paper's own data.
+    # The paper dataset this one stands in for (e.g. digits -> mnist, ptb_pos_sample -> ptb_wsj_pos): a
+    # registered name (licensed ones, workers.data.catalog.LICENSED_PAPER_DATASETS, read only a copy the
+    # user supplies), or one of UNREGISTERED_PAPER_DATASETS; None for the paper's own data.
     stand_in_for: str | None = None
     # Human-readable list of where the data comes from, in resolution order after the cache.
     sources: tuple[str, ...] = ()

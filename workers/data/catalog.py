@@ -13,13 +13,15 @@ from typing import Literal
 from workers.data import builders
 from workers.data.bundle import DatasetInfo
 from workers.data.corruptions import CORRUPTIONS
+from workers.data.locations import PTB_WSJ_DIR_ENV
 from workers.data.resolve import OfflineLocation, RawArrays, RawSource
-from workers.data.sources import hendrycks, images, tabular, text
+from workers.data.sources import hendrycks, images, tabular, text, wsj_treebank
 
 __all__ = [
     "CORRUPTION_SOURCES",
     "DATASETS",
     "DATASET_CORRUPTIONS",
+    "LICENSED_PAPER_DATASETS",
     "REGISTRY",
     "UNREGISTERED_PAPER_DATASETS",
     "CorruptionSource",
@@ -36,10 +38,14 @@ CORRUPTION_SOURCES: dict[str, tuple[str, ...]] = {
     "hendrycks": hendrycks.HENDRYCKS_CORRUPTIONS,
 }
 
-# Paper datasets no loader here can fetch (licensed); a stand-in's `stand_in_for` may name one of them.
-UNREGISTERED_PAPER_DATASETS: dict[str, str] = {
+# Paper datasets whose licence forbids any download: registered, read only from the user's own copy, and
+# named with their licence in the notes of the stand-ins that replace them when there is no copy.
+LICENSED_PAPER_DATASETS: dict[str, str] = {
     "ptb_wsj_pos": "the Penn Treebank-3 WSJ part-of-speech corpus, LDC99T42: LDC licence, no open download",
 }
+# Paper datasets with no registry entry at all, which a stand-in's `stand_in_for` may still name: none
+# since ptb_wsj_pos reads a user-supplied copy (kept for callers that check a name against it).
+UNREGISTERED_PAPER_DATASETS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,16 @@ _WSJ_POS = RawSource(
             "python3-pattern's WSJ sample in $NORMLAB_OFFLINE_DATA/pattern", text.load_wsj_sample_pos
         ),
     ),
+)
+_WSJ_TREEBANK = RawSource(
+    "ptb_wsj_pos",
+    offline=(
+        OfflineLocation(
+            f"your own {wsj_treebank.LDC_CATALOG} copy at ${PTB_WSJ_DIR_ENV}", wsj_treebank.load_wsj_pos
+        ),
+    ),
+    # Never a download, never the sample: without the user's copy the error says how to supply one.
+    supplied_by_user=wsj_treebank.missing_wsj_message,
 )
 _WSJ_LM = RawSource(
     "ptb_lm_sample",
@@ -137,8 +153,9 @@ def _stand_in_note(stand_in_for: str | None, description: str) -> str | None:
     if stand_in_for is None:
         return None
     paper = stand_in_for
-    if stand_in_for in UNREGISTERED_PAPER_DATASETS:
-        paper = f"{stand_in_for} ({UNREGISTERED_PAPER_DATASETS[stand_in_for]})"
+    described = {**LICENSED_PAPER_DATASETS, **UNREGISTERED_PAPER_DATASETS}
+    if stand_in_for in described:
+        paper = f"{stand_in_for} ({described[stand_in_for]})"
     return f"stand-in for {paper}: {description}"
 
 
@@ -212,6 +229,18 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
         "vit_lite_paper",
         mirror_symmetric=True,
         corruption_source="hendrycks",
+    ),
+    _entry(
+        "ptb_wsj_pos",
+        "token_classification",
+        "accuracy",
+        f"The Penn Treebank-3 WSJ part-of-speech corpus ({wsj_treebank.LDC_CATALOG}, LDC licence) from your "
+        f"own copy at ${PTB_WSJ_DIR_ENV}, never downloaded: tags from the parse trees (wsj_NNNN.mrg, "
+        "-NONE- empty elements dropped) or the tagged files (wsj_NNNN.pos); the standard split by "
+        "section, 00-18 train, 19-21 validation, 22-24 test; sentences over 128 tokens are truncated.",
+        _WSJ_TREEBANK,
+        partial(builders.build_token_classification, max_len=128),
+        "encoder_paper",
     ),
     _entry(
         "ptb_lm",

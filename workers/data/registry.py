@@ -13,6 +13,7 @@ from workers.data.catalog import (
     CORRUPTION_SOURCES,
     DATASET_CORRUPTIONS,
     DATASETS,
+    LICENSED_PAPER_DATASETS,
     REGISTRY,
     UNREGISTERED_PAPER_DATASETS,
     DatasetEntry,
@@ -24,7 +25,7 @@ from workers.data.corruptions import (
     CorruptionSets,
     own_corruption_sets,
 )
-from workers.data.locations import cache_dir, offline_dir
+from workers.data.locations import cache_dir, offline_dir, ptb_wsj_dir
 from workers.data.resolve import resolve_raw
 from workers.data.sources import hendrycks
 
@@ -33,6 +34,7 @@ __all__ = [
     "CORRUPTION_SOURCES",
     "DATASETS",
     "DATASET_CORRUPTIONS",
+    "LICENSED_PAPER_DATASETS",
     "UNREGISTERED_PAPER_DATASETS",
     "clear_memory_cache",
     "get_dataset",
@@ -52,6 +54,7 @@ def _build_bundle(
     split_seed: int,
     cache_path: str,
     offline_path: str,  # part of the key only: the offline dir is read from the environment
+    user_copy_path: str,  # part of the key only: so is a licensed copy's dir (NORMLAB_PTB_WSJ_DIR)
     download: bool,
     corruptions: tuple[str, ...],
     severities: tuple[int, ...],
@@ -150,6 +153,7 @@ def get_dataset(
         int(split_seed),
         str(cache_dir(root).resolve()),
         str(offline_dir().resolve()),
+        str(ptb_wsj_dir()),
         bool(download),
         chosen,
         levels,

@@ -45,6 +45,10 @@ class RawSource:
     offline: tuple[OfflineLocation, ...] = ()
     download: Callable[[], RawArrays] | None = None
     download_description: str = ""
+    # Licensed data that no installer or downloader may fetch: what the user must supply, and what is
+    # wrong with what they supplied. It replaces the generic advice (make data-offline, network, cache),
+    # none of which can get such data.
+    supplied_by_user: Callable[[], str] | None = None
 
 
 def _cache_path(source: RawSource, root: str | os.PathLike[str] | None) -> Path:
@@ -70,6 +74,8 @@ def _save_npz_atomically(path: Path, arrays: RawArrays) -> None:
 
 
 def _how_to_get(source: RawSource, cached: Path) -> str:
+    if source.supplied_by_user is not None:
+        return source.supplied_by_user()
     ways = []
     if source.offline:
         ways.append(
