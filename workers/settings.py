@@ -4,6 +4,8 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
 
     NORMLAB_DATA_DIR      data root: Tune storage, dataset cache (default ~/.normlab)
     NORMLAB_OFFLINE_DATA  offline dataset sources (default <NORMLAB_DATA_DIR default>/offline)
+    NORMLAB_PTB_WSJ_DIR   a user's own LDC copy of the WSJ treebank (dataset ptb_wsj_pos; read by
+                          workers.data.locations.ptb_wsj_dir, never downloaded)
     DATABASE_URL          the study database (the driver records trials there)
     MLFLOW_TRACKING_URI   the MLflow server
     NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trial_host); 0: each in
