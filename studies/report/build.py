@@ -134,12 +134,13 @@ def build_report(
     gave any), with the reference's convergence checked when the spec states a level. `convergence` is
     the spec's own level (None: the catalog's level for the dataset, for a claim)."""
     extra_notes = list(notes)
+    mechanism = mechanism_summary(data)
     sensitivity: tuple = ()
     power: tuple = ()
     if claim is not None:
         comparability = dataset_comparability(data.dataset, claim.dataset)
         paper_values = dict(claim.reported.values)
-        judgement = judge_claim(claim, data, convergence=convergence)
+        judgement = judge_claim(claim, data, convergence=convergence, mechanism=mechanism)
         result, preconditions = judgement.result, judgement.preconditions
         sensitivity, power = judgement.sensitivity, judgement.power
         confidence = result.confidence
@@ -161,7 +162,6 @@ def build_report(
         elif unmet is not None:
             extra_notes.append(f"{unmet.reason}: the comparisons below are not evidence about the methods")
     metric = _check_metric(claim)
-    mechanism = mechanism_summary(data)
     if not data.completed():
         extra_notes.append("no trial of this study has completed yet: nothing is tested")
     return StudyReport(

@@ -23,7 +23,7 @@ from studies.claims.preconditions import (
 from studies.claims.sensitivity import trials_at
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
-from studies.evidence.mechanism import mechanism_summary
+from studies.evidence.mechanism import MechanismSummary, mechanism_summary
 from studies.stats import seeds_for_equivalence, seeds_for_power, summarize
 
 __all__ = [
@@ -93,9 +93,13 @@ def check_preconditions(
     return results
 
 
-def freeze_fired(data: StudyData, method: str = "autonorm_s") -> PreconditionResult:
-    """Every completed trial of `method` froze its selectors (read from the per-epoch history)."""
-    seeds = [seed for row in mechanism_summary(data).methods if row.method == method for seed in row.seeds]
+def freeze_fired(
+    data: StudyData, method: str = "autonorm_s", *, mechanism: MechanismSummary | None = None
+) -> PreconditionResult:
+    """Every completed trial of `method` froze its selectors (read from the per-epoch history, or from
+    `mechanism` when the caller has already summarised it)."""
+    summary = mechanism if mechanism is not None else mechanism_summary(data)
+    seeds = [seed for row in summary.methods if row.method == method for seed in row.seeds]
     fired = sum(seed.froze for seed in seeds)
     met = bool(seeds) and fired == len(seeds)
     reason = None
@@ -114,9 +118,15 @@ def freeze_fired(data: StudyData, method: str = "autonorm_s") -> PreconditionRes
     )
 
 
-def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | None = None) -> Judgement:
+def judge_claim(
+    claim: Claim,
+    data: StudyData,
+    *,
+    convergence: Convergence | None = None,
+    mechanism: MechanismSummary | None = None,
+) -> Judgement:
     """The claim's verdict on `data`. `convergence` (the spec's own level) overrides the catalog's level
-    for the study's dataset."""
+    for the study's dataset; `mechanism` is the study's mechanism summary where the caller has one."""
     paper = dict(claim.reported.values)
     check = claim.check
     trained = claim.measured_at == "trained"
@@ -127,7 +137,7 @@ def judge_claim(claim: Claim, data: StudyData, *, convergence: Convergence | Non
         return Judgement(result, (), level=level)
     checked = check_preconditions(data, level, needs_convergence=trained)
     if claim.requires.freeze_fired:
-        checked.append(freeze_fired(data))
+        checked.append(freeze_fired(data, mechanism=mechanism))
     preconditions = tuple(checked)
     unmet = first_unmet(preconditions)
     if unmet is not None:
