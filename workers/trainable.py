@@ -26,6 +26,7 @@ from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracke
 from workers.tracking_delivery import start_spool_delivery
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
 from workers.training.config import checkpoint_every_s_of
+from workers.trial_stop import closing_status
 from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
@@ -118,8 +119,9 @@ def run_trial(
         if settle is not None:
             settle()
     except SystemExit as stop:
-        # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report.
-        _close(tracker, "FINISHED" if not stop.code else "FAILED")
+        # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report; a warm host
+        # whose Tune trial is gone raises TrialGone (workers.trial_stop).
+        _close(tracker, closing_status(stop))
         raise
     except BaseException:
         _close(tracker, "FAILED")
@@ -186,7 +188,7 @@ def _run_seed_batch_trial(
         if settle is not None:
             settle()
     except SystemExit as stop:
-        _close_all(trackers, "FINISHED" if not stop.code else "FAILED")
+        _close_all(trackers, closing_status(stop))
         raise
     except BaseException:
         _close_all(trackers, "FAILED")

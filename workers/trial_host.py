@@ -17,8 +17,9 @@ can stop early (`train_ahead`) trains its next epoch while Tune takes its report
 only before it writes or reports anything of that epoch: the driver's round trip then costs the trial
 nothing. Nothing of the epoch trained ahead is written or logged before Tune has let the trial go on. A relay
 that dies (its Tune trial was killed, or its study cancelled) is noticed at the trial's next report: the host
-stops that trial, its MLflow runs closed as FAILED (Tune's retry reopens them), and frees itself. A host with
-nothing to do for `idle_exit_s` ends itself, giving its memory back.
+stops that trial, its MLflow runs closed as KILLED (Tune's retry reopens them; a trial lost with a killed
+driver keeps that status, as the README says), and frees itself. A host with nothing to do for `idle_exit_s`
+ends itself, giving its memory back.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from workers.trial_stop import TrialGone
 
 __all__ = [
     "CLAIM_START_S",
@@ -114,7 +117,7 @@ class _HostedTrial:
                 if self.relay_alive():
                     continue
                 self.orphaned = True
-                raise SystemExit("the Tune trial this host was training for is gone") from None
+                raise TrialGone("the Tune trial this host was training for is gone") from None
             if stop:
                 raise SystemExit(0)  # what tune.report raises when Tune stops a trial
             return

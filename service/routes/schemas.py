@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from service.mlflow_links import mlflow_ui_url
 from service.store import AttemptView, StudyView, TrialView
 
 __all__ = [
@@ -35,6 +36,7 @@ class ProgressOut(BaseModel):
     succeeded: int
     failed: int
     cancelled: int
+    lost: int = 0  # trials lost with a dead driver and run again by a later attempt: not counted as done
     fraction: float  # done / planned, capped at 1
 
 
@@ -42,6 +44,9 @@ class StudyLinks(BaseModel):
     self: str
     trials: str
     results: str
+    # The study's MLflow experiment in the UI's training view (runs and metric charts); null until the
+    # driver has created the experiment, or where MLFLOW_TRACKING_URI is no HTTP server.
+    mlflow: str | None = None
 
 
 class AttemptOut(BaseModel):
@@ -82,12 +87,16 @@ class StudyOut(BaseModel):
     spec: dict[str, Any]  # the validated spec, defaults filled in
 
     @classmethod
-    def from_view(cls, study: StudyView) -> StudyOut:
+    def from_view(cls, study: StudyView, *, mlflow_tracking_uri: str | None) -> StudyOut:
         # Every field but the links is the view's attribute of the same name (progress and attempts too).
+        experiment = study.mlflow_experiment_id
         links = StudyLinks(
             self=f"/studies/{study.id}",
             trials=f"/studies/{study.id}/trials",
             results=f"/results/{study.dataset}?study={study.id}",
+            mlflow=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment)
+            if mlflow_tracking_uri and experiment
+            else None,
         )
         fields = {name: getattr(study, name) for name in cls.model_fields if name != "links"}
         return cls.model_validate({**fields, "links": links}, from_attributes=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from service.store._studies import _close_running_trials, _get_row, _progress_for
-from service.store.status import TrialStatus
+from service.store.status import TrialStatus, driver_died_error
 from service.store.tables import Study, StudyAttempt, utcnow
 from service.store.views import StudyView
 
@@ -49,7 +49,9 @@ def end_attempt(
 
     Its still-running trials end as cancelled with that reason, since no process is left to finish them;
     a next attempt that resumes one records it again (trial rows are upserts), so only trials the
-    resumed experiment never runs again keep this end. `interrupted`: the driver was found dead when the
+    resumed experiment does not run again under their own key keep this end: lost trials (a tuning trial
+    that missed Tune's last snapshot runs again as a new trial), which study progress does not count as
+    done. `interrupted`: the driver was found dead when the
     service started, which does not count against the attempt limit. Ending an attempt that has already
     ended changes nothing.
     """
@@ -60,12 +62,8 @@ def end_attempt(
         attempt.death_reason = death_reason
         attempt.interrupted = interrupted
         row.updated_at = attempt.ended_at
-        first_line = (death_reason.strip().splitlines() or ["no reason recorded"])[0]
         _close_running_trials(
-            session,
-            study_id,
-            TrialStatus.CANCELLED,
-            f"the study's driver died (attempt {attempt.number}: {first_line})",
+            session, study_id, TrialStatus.CANCELLED, driver_died_error(attempt.number, death_reason)
         )
         session.flush()
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])

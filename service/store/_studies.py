@@ -6,13 +6,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
 from service.store.status import (
     ALLOWED_TRANSITIONS,
+    DRIVER_DIED,
     TERMINAL_STATUSES,
     StudyStatus,
     TrialStatus,
@@ -233,13 +234,29 @@ def _get_row(session: Session, study_id: str, *, for_update: bool = False) -> St
     return row
 
 
+_LOST = "lost"  # the progress bucket of trials lost with a dead driver (not a trial status)
+
+
 def _progress_for(session: Session, rows: list[Study]) -> dict[str, StudyProgress]:
     counts: dict[str, dict[str, int]] = {row.id: {} for row in rows}
     if rows:
-        query = (
-            select(Trial.study_id, Trial.status, func.count())
-            .where(Trial.study_id.in_(list(counts)))
-            .group_by(Trial.study_id, Trial.status)
+        # A lost trial's row keeps the error its driver's death gave it (driver_died_error); a resumed one
+        # was recorded again since, without it.
+        bucket = case(
+            (
+                (Trial.status == TrialStatus.CANCELLED.value)
+                & Trial.error.startswith(DRIVER_DIED, autoescape=True),
+                _LOST,
+            ),
+            else_=Trial.status,
+        )
+        # Grouped through a subquery: PostgreSQL would not match the CASE of GROUP BY to the selected one
+        # (each copy has bind parameters of its own).
+        trials = (
+            select(Trial.study_id, bucket.label("bucket")).where(Trial.study_id.in_(list(counts))).subquery()
+        )
+        query = select(trials.c.study_id, trials.c.bucket, func.count()).group_by(
+            trials.c.study_id, trials.c.bucket
         )
         for study_id, status, n in session.execute(query):
             counts[study_id][status] = n
@@ -250,6 +267,7 @@ def _progress_for(session: Session, rows: list[Study]) -> dict[str, StudyProgres
             succeeded=counts[row.id].get(TrialStatus.SUCCEEDED.value, 0),
             failed=counts[row.id].get(TrialStatus.FAILED.value, 0),
             cancelled=counts[row.id].get(TrialStatus.CANCELLED.value, 0),
+            lost=counts[row.id].get(_LOST, 0),
         )
         for row in rows
     }

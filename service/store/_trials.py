@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -39,7 +39,8 @@ def record_trial(
     error: str | None = None,
     group: str | None = None,
 ) -> TrialView:
-    """Insert or update the trial named `trial_key` (last write wins; created_at is kept).
+    """Insert or update the trial named `trial_key` (last write wins; created_at is kept, and so is a
+    recorded `mlflow_run_id` that this write does not know).
 
     Non-finite floats (a diverged loss) are stored as null: JSON has no NaN and PostgreSQL refuses it.
     A trial recorded as running for a cancelled or failed study is stored as ended with its study
@@ -80,7 +81,11 @@ def record_trial(
     dialect = session.get_bind().dialect.name
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     statement = insert(Trial).values(**values)
-    updated = {k: statement.excluded[k] for k in values if k not in ("trial_key", "study_id", "created_at")}
+    updated: dict[str, Any] = {
+        k: statement.excluded[k] for k in values if k not in ("trial_key", "study_id", "created_at")
+    }
+    # None means "run not known here" (MLflow did not answer, or the trial just started): a known id stays.
+    updated["mlflow_run_id"] = func.coalesce(statement.excluded.mlflow_run_id, Trial.mlflow_run_id)
     statement = statement.on_conflict_do_update(
         index_elements=[Trial.trial_key],
         set_=updated,

@@ -7,10 +7,12 @@ from enum import Enum
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
+    "DRIVER_DIED",
     "TERMINAL_STATUSES",
     "Phase",
     "StudyStatus",
     "TrialStatus",
+    "driver_died_error",
     "outcome_of_running_trials",
 ]
 
@@ -63,3 +65,15 @@ def outcome_of_running_trials(
         lines = (study_error or "").strip().splitlines()
         return TrialStatus.FAILED, f"study failed: {lines[0]}" if lines else "study failed"
     return None
+
+
+# How the error of a trial that ended with its dead driver begins (service.store.end_attempt). A trial that
+# keeps it was lost with that driver: the next attempt runs its work again (resumed under its own key, or,
+# when it had missed Tune's last snapshot, as a new trial), so study progress counts it as lost, not done.
+DRIVER_DIED = "the study's driver died"
+
+
+def driver_died_error(attempt: int, death_reason: str) -> str:
+    """The error of a trial still running when driver attempt `attempt` died of `death_reason`."""
+    first_line = (death_reason.strip().splitlines() or ["no reason recorded"])[0]
+    return f"{DRIVER_DIED} (attempt {attempt}: {first_line})"

@@ -18,12 +18,16 @@ class StudyProgress:
     running: int
     succeeded: int
     failed: int
-    cancelled: int
+    cancelled: int  # lost trials left out
+    # Trials cancelled with a dead driver that no later attempt resumed under their key: their work runs
+    # again (a tuning trial that missed Tune's last snapshot, as a new trial), so they are not done.
+    lost: int = 0
 
     @property
     def done(self) -> int:
-        """Trials that finished, whatever the outcome."""
-        return self.succeeded + self.failed + self.cancelled
+        """Trials that finished, whatever the outcome; never more than planned (a guard: lost trials, the
+        one known way to record a planned trial twice, are already left out)."""
+        return min(self.planned, self.succeeded + self.failed + self.cancelled)
 
     @property
     def fraction(self) -> float:

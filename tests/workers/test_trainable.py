@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 import workers.trainable as trainable_module
 from tests.workers.trial_configs import TINY_TRIAL
 from workers.trainable import train_trial, trial_device, trial_num_threads
+from workers.trial_stop import TrialGone, closing_status
 
 EPOCHS = 4
 
@@ -37,9 +38,11 @@ class RecordingTracker:
         self.events.append(f"run closed {status}")
 
 
-def _run_trial_with_early_send(monkeypatch, *, stop_after: int | None = None) -> list[str]:
+def _run_trial_with_early_send(
+    monkeypatch, *, stop_after: int | None = None, stop: SystemExit | None = None
+) -> list[str]:
     """run_trial with a send that returns at once and a settle that answers the last report (Tune's answer),
-    stopping the trial after epoch `stop_after`."""
+    stopping the trial after epoch `stop_after` by raising `stop` (Tune's SystemExit(0) by default)."""
     events: list[str] = []
     monkeypatch.setattr(
         trainable_module, "tracker_from_trial_config", lambda config: RecordingTracker(events)
@@ -53,7 +56,7 @@ def _run_trial_with_early_send(monkeypatch, *, stop_after: int | None = None) ->
     def settle():
         events.append("settled")
         if sent[-1] == stop_after:
-            raise SystemExit(0)
+            raise stop if stop is not None else SystemExit(0)
 
     config = {**TINY_TRIAL, "seed": 0, "study_id": "s", "phase": "final", "trial_key": "s/final/x/seed0"}
     try:
@@ -85,6 +88,21 @@ def test_a_stop_answered_to_a_report_ends_the_trial_before_the_next_epoch_is_log
         "run closed FINISHED",
         "stopped",
     ]  # fmt: skip
+
+
+def test_a_trial_whose_tune_trial_is_gone_closes_its_run_killed_and_a_failed_stop_failed(monkeypatch):
+    # KILLED: what MLflow calls a run whose process was stopped from outside, and what the README promises
+    # for a trial lost with its killed driver (its warm host stops it with TrialGone).
+    gone = _run_trial_with_early_send(monkeypatch, stop_after=0, stop=TrialGone("its Tune trial is gone"))
+    assert gone[-2:] == ["run closed KILLED", "stopped"]
+    failed = _run_trial_with_early_send(monkeypatch, stop_after=0, stop=SystemExit("some failure"))
+    assert failed[-2:] == ["run closed FAILED", "stopped"]
+
+
+def test_closing_status_names_mlflows_status_for_each_way_a_trial_stops():
+    assert closing_status(SystemExit(0)) == closing_status(SystemExit()) == "FINISHED"  # Tune stopped it
+    assert closing_status(SystemExit(1)) == closing_status(SystemExit("boom")) == "FAILED"
+    assert closing_status(TrialGone("gone")) == "KILLED"
 
 
 def test_a_trial_checkpoints_on_the_schedule_its_config_names_and_every_epoch_without_one(monkeypatch):

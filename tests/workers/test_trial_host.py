@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
+from service.processes import wait_until
 from tests.workers.trial_configs import TINY_TRIAL
 from workers.training import CHECKPOINT_FILE, load_checkpoint
 from workers.training.loop import TrainingRun
@@ -108,6 +111,31 @@ def test_a_trial_whose_relay_is_gone_stops_at_its_next_report_and_frees_the_host
     assert _next(host, "orphan").kind == "report"  # nobody will resume it
     _wait_until_free(host)
     assert host.next_event("orphan", 0.1).kind == "failed"  # forgotten: no relay will ask for it
+
+
+def test_a_trial_whose_relay_is_gone_closes_its_mlflow_run_killed(mlflow_server):
+    # A killed driver takes its Tune trials (the relays) with it; the host goes on training until it sees
+    # that. The README says a trial lost with its driver keeps a KILLED run (MLflow's "stopped from outside").
+    host = TrialHost(idle_exit_s=0)  # its own: the module's host counts the trials of the other tests
+    client = MlflowClient(mlflow_server)
+    experiment_id = client.create_experiment(f"orphan-{uuid.uuid4().hex[:8]}")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    config = {**CONFIG, "mlflow_tracking_uri": mlflow_server, "mlflow_experiment_id": experiment_id}
+    assert host.claim("orphan-tracked")
+    host.start("orphan-tracked", config, None, 1, dead.pid, 1.0)
+    assert _next(host, "orphan-tracked").kind == "report"
+    _wait_until_free(host)
+
+    def statuses() -> list[tuple[str, str]]:
+        return [
+            (r.data.tags["normlab.trial_key"], r.info.status) for r in client.search_runs([experiment_id])
+        ]
+
+    # The tracker closes the run in the background when MLflow is slow (a busy test machine).
+    assert wait_until(lambda: statuses() == [(CONFIG["trial_key"], "KILLED")], timeout=60, interval=0.5), (
+        statuses()
+    )
 
 
 def test_a_claim_never_started_expires(host, monkeypatch):

@@ -8,15 +8,15 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
-from service.store import fill_trial_mlflow_run, session_scope
+from service.store import fill_trial_mlflow_run, list_trials, session_scope
 from studies.numbers import is_finite_number
 from workers.driver.recorder import seed_results, tune_bookkeeping_keys
 from workers.driver.trainable_entry import DRIVER_ONLY_KEYS
 from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config
-from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run
+from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run, find_trial_run
 from workers.tracking_delivery import deliver_spool, spool_trial_history
 
-__all__ = ["finalize_mlflow_runs", "reported_history"]
+__all__ = ["fill_missing_run_ids", "finalize_mlflow_runs", "reported_history"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,30 @@ def finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, e
                 spool_trial_history(_seed_run_config(config, seed, key), history, status=status)
             except OSError as exc:
                 log.warning("could not spool the MLflow run of %s (seed %s): %s", key, seed, exc)
+
+
+def fill_missing_run_ids(client: MlflowClient, experiment_id: str, *, engine: Engine, study_id: str) -> int:
+    """Give each trial row of the study without an MLflow run id its run's id, where MLflow holds one; returns
+    how many rows got one. These are trials lost with a killed driver before their first epoch (the recorder
+    writes the id then): their rows ended with that driver and no experiment result names them.
+
+    Best-effort, like all tracking: stops at the first MLflow failure, and never raises.
+    """
+    try:
+        with session_scope(engine, readonly=True) as session:
+            keys = [t.trial_key for t in list_trials(session, study_id=study_id) if t.mlflow_run_id is None]
+        filled = 0
+        for key in keys:
+            run = find_trial_run(client, experiment_id, key)
+            if run is not None:
+                with session_scope(engine) as session:
+                    filled += fill_trial_mlflow_run(
+                        session, study_id=study_id, trial_key=key, mlflow_run_id=run.info.run_id
+                    )
+        return filled
+    except Exception as exc:
+        log.warning("could not give the trials of study %s their MLflow run ids: %s", study_id, exc)
+        return 0
 
 
 def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[str, Any]:

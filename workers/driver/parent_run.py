@@ -19,6 +19,7 @@ __all__ = [
     "EXPERIMENT_KIND_TAG",
     "RESULTS_ARTIFACT_DIR",
     "ParentRun",
+    "ensure_experiment",
     "ensure_parent_run",
     "log_results_artifacts",
 ]
@@ -26,8 +27,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PARENT_ROLE_TAG = "normlab.role"
-# MLflow 3's UI opens an experiment by this tag: "custom_model_development" is the model-training view
-# (runs, metrics charts); without it the UI may infer "genai_development" and open the traces overview.
+# The experiment's kind, "custom_model_development": model training (runs, metric charts). MLflow 3.17's
+# UI (workflow-based navigation) no longer reads it and opens the view the browser last chose, GenAI by
+# default; NormLab's links name the view instead (service.mlflow_links).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 RESULTS_ARTIFACT_DIR = "results"
@@ -43,13 +45,12 @@ def experiment_name(study_name: str, study_id: str) -> str:
     return f"normlab/{study_name}/{study_id}"
 
 
-def ensure_parent_run(
-    client: MlflowClient, *, study_id: str, study_name: str, dataset: str, spec: dict[str, Any]
-) -> ParentRun:
+def ensure_experiment(client: MlflowClient, *, study_id: str, study_name: str, dataset: str) -> str:
+    """The id of the study's MLflow experiment, created when it does not exist yet."""
     name = experiment_name(study_name, study_id)
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
-        experiment_id = client.create_experiment(
+        return client.create_experiment(
             name,
             tags={
                 "normlab.study_id": study_id,
@@ -57,10 +58,28 @@ def ensure_parent_run(
                 EXPERIMENT_KIND_TAG: EXPERIMENT_KIND,
             },
         )
-    else:
-        experiment_id = experiment.experiment_id
-        if experiment.tags.get(EXPERIMENT_KIND_TAG) is None:  # created before the tag was set
-            client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    if experiment.tags.get(EXPERIMENT_KIND_TAG) is None:  # created before the tag was set
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
+
+
+def ensure_parent_run(
+    client: MlflowClient,
+    *,
+    study_id: str,
+    study_name: str,
+    dataset: str,
+    spec: dict[str, Any],
+    experiment_id: str | None = None,
+) -> ParentRun:
+    """The study's parent run in `experiment_id` (None: the study's experiment, created if need be): the one
+    an earlier driver of the study created, else a new one with the spec and the environment.
+
+    A new run is closed KILLED if the driver is stopped (a cancel: SIGTERM, raised as SystemExit) before
+    this returns it, since the caller could not close a run it never got.
+    """
+    if experiment_id is None:
+        experiment_id = ensure_experiment(client, study_id=study_id, study_name=study_name, dataset=dataset)
     found = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`normlab.study_id` = '{study_id}' and tags.`{PARENT_ROLE_TAG}` = 'parent'",
@@ -74,6 +93,16 @@ def ensure_parent_run(
         tags={"normlab.study_id": study_id, PARENT_ROLE_TAG: "parent", "normlab.dataset": dataset},
     )
     run_id = run.info.run_id
+    try:
+        _describe_parent_run(client, run_id, spec)
+    except (KeyboardInterrupt, SystemExit):
+        _terminate_quietly(client, run_id, "KILLED")
+        raise
+    return ParentRun(experiment_id=experiment_id, run_id=run_id)
+
+
+def _describe_parent_run(client: MlflowClient, run_id: str, spec: dict[str, Any]) -> None:
+    """The spec and the environment (package versions, git revision) on a new parent run."""
     versions = package_versions()
     client.log_dict(run_id, spec, "study_spec.json")
     client.log_dict(run_id, versions, "environment.json")
@@ -87,7 +116,13 @@ def ensure_parent_run(
         tags=[RunTag(key, value) for key, value in tags.items()],
         synchronous=True,
     )
-    return ParentRun(experiment_id=experiment_id, run_id=run_id)
+
+
+def _terminate_quietly(client: MlflowClient, run_id: str, status: str) -> None:
+    try:
+        client.set_terminated(run_id, status=status)
+    except Exception as exc:  # the reconcile loop closes it once the study has ended
+        log.warning("could not close the MLflow parent run %s: %s", run_id, exc)
 
 
 def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, study_id: str) -> list[str]:

@@ -15,7 +15,14 @@ from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from sqlalchemy.engine import Engine
 
-from service.store import TrialStatus, make_engine, record_trial, record_trial_epoch, session_scope
+from service.store import (
+    TrialStatus,
+    fill_trial_mlflow_run,
+    make_engine,
+    record_trial,
+    record_trial_epoch,
+    session_scope,
+)
 from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY
 from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
 from workers.tracking import find_trial_run
@@ -88,6 +95,9 @@ class TrialRecorder(Callback):
     record_trial upserts by key and record_trial_epoch by (key, epoch), so repeats (a retried trial
     re-reporting epochs after its checkpoint) are harmless.
 
+    A trial's MLflow run id is written with its first epoch, not only at its end: a trial lost with a
+    killed driver never ends here, and its row keeps the id of its run all the same.
+
     Tune pickles its callbacks with the experiment state (so a restored sweep keeps recording), hence
     the recorder holds URLs and opens its engine and MLflow client lazily.
     """
@@ -108,9 +118,17 @@ class TrialRecorder(Callback):
         self.experiment_id = experiment_id
         self._engine: Engine | None = None
         self._mlflow: MlflowClient | None = None
+        self._run_looked_up: set[str] = set()  # trial keys whose run this driver has looked for once
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_engine": None, "_mlflow": None}
+        return {k: v for k, v in self.__dict__.items() if k != "_run_looked_up"} | {
+            "_engine": None,
+            "_mlflow": None,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._run_looked_up = set()  # a restored driver looks each trial's run up once again
 
     @property
     def engine(self) -> Engine:
@@ -144,6 +162,7 @@ class TrialRecorder(Callback):
                     )
             except Exception:  # a locked DB loses one epoch row, never the sweep
                 log.exception("could not record epoch %s of trial %s", epoch, key)
+            self._fill_run_id(config["study_id"], key)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._record(trial, status=TrialStatus.SUCCEEDED, error=None)
@@ -189,6 +208,21 @@ class TrialRecorder(Callback):
                     )
             except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
                 log.exception("could not record trial %s", key)
+
+    def _fill_run_id(self, study_id: str, trial_key: str) -> None:
+        """Give the trial's row its MLflow run id at its first epoch (once per trial and driver: one lookup,
+        bounded like the one at its end); its tracker creates the run while the trial loads its data."""
+        if trial_key in self._run_looked_up:
+            return
+        self._run_looked_up.add(trial_key)
+        run_id = self._mlflow_run_id(trial_key)
+        if run_id is None:
+            return  # not found (MLflow down, run not created yet): the trial's end records it
+        try:
+            with session_scope(self.engine) as session:
+                fill_trial_mlflow_run(session, study_id=study_id, trial_key=trial_key, mlflow_run_id=run_id)
+        except Exception:
+            log.exception("could not record the MLflow run of trial %s", trial_key)
 
     def _metric_key(self, phase: str) -> str:
         return self.metric_key if isinstance(self.metric_key, str) else self.metric_key[phase]

@@ -37,9 +37,9 @@ from service.store import (
     set_study_status,
 )
 from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
-from workers.driver.finalize import finalize_mlflow_runs
+from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
 from workers.driver.method_search import MethodScheduler, StudySearch
-from workers.driver.parent_run import ensure_parent_run, log_results_artifacts
+from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
 from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY, study_trial
@@ -51,7 +51,7 @@ from workers.tracking_spool import SPOOL_DIR_NAME
 from workers.training.config import CHECKPOINT_EVERY_KEY, ORCHESTRATION_KEYS
 from workers.trial_relay import warm_trial_hosts_for_study
 
-__all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "run_study"]
+__all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "open_parent_run", "run_study"]
 
 log = logging.getLogger(__name__)
 
@@ -115,26 +115,62 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
         ray.init(address="auto", log_to_driver=False)
     warm_trial_hosts_for_study(cpus_per_trial=spec.resources.cpu, gpu=spec.resources.gpu)
     client = MlflowClient(ctx.mlflow_tracking_uri)
-    parent = _with_retries(
+    parent = open_parent_run(client, study_id, spec, ctx)
+    status = "FINISHED"
+    try:  # from the moment the parent run exists: a cancel's SIGTERM (SystemExit) closes it KILLED
+        with session_scope(ctx.engine) as session:
+            set_study_runtime(session, study_id=study_id, mlflow_parent_run_id=parent.run_id)
+        _run_sweeps(study_id, spec, ctx, client=client, parent=parent)
+    except (KeyboardInterrupt, SystemExit):
+        status = "KILLED"  # Ray stopped the job (cancel) or the driver was interrupted
+        raise
+    except BaseException:
+        status = "FAILED"
+        raise
+    finally:
+        if status != "KILLED":  # a stopped job leaves quickly; GET /results still has everything
+            # Best-effort (never raises): the results table and evidence figures as parent-run artifacts.
+            log_results_artifacts(client, parent.run_id, engine=ctx.engine, study_id=study_id)
+        try:
+            client.set_terminated(parent.run_id, status=status)
+        except Exception as exc:
+            log.warning("could not close the MLflow parent run: %s", exc)
+
+
+def open_parent_run(client: MlflowClient, study_id: str, spec: StudySpec, ctx: DriverContext) -> ParentRun:
+    """The study's MLflow parent run, with its experiment recorded in the database before the run exists.
+
+    The reconcile loop closes the RUNNING runs of an ended study in the experiment the database names, once
+    its driver has ended; so a driver stopped at any moment (a cancel in its first seconds, a SIGKILL after
+    Ray's grace period) leaves no run that nothing can find. From here on the caller closes the run itself.
+    """
+    reach = f"reach MLflow at {ctx.mlflow_tracking_uri}"
+    experiment_id = _with_retries(
+        lambda: ensure_experiment(client, study_id=study_id, study_name=spec.name, dataset=spec.dataset),
+        what=reach,
+    )
+    with session_scope(ctx.engine) as session:
+        set_study_runtime(session, study_id=study_id, mlflow_experiment_id=experiment_id)
+    return _with_retries(
         lambda: ensure_parent_run(
             client,
             study_id=study_id,
             study_name=spec.name,
             dataset=spec.dataset,
             spec=spec.model_dump(mode="json"),
+            experiment_id=experiment_id,
         ),
-        what=f"reach MLflow at {ctx.mlflow_tracking_uri}",
+        what=reach,
     )
-    with session_scope(ctx.engine) as session:
-        set_study_runtime(
-            session,
-            study_id=study_id,
-            mlflow_experiment_id=parent.experiment_id,
-            mlflow_parent_run_id=parent.run_id,
-        )
+
+
+def _run_sweeps(
+    study_id: str, spec: StudySpec, ctx: DriverContext, *, client: MlflowClient, parent: ParentRun
+) -> None:
+    """Plan the study's trials and run its Tune experiment(s) to their end."""
     metric = dataset_metric(spec.dataset)
     settings = WorkerSettings.from_env()
-    base = {
+    base: dict[str, Any] = {
         "study_id": study_id,
         "dataset": spec.dataset,
         "model": spec.model.preset,
@@ -165,34 +201,20 @@ def _run(study_id: str, spec: StudySpec, ctx: DriverContext) -> None:
     )
     record_trial_plan(client, parent.run_id, plan)
     check_cluster_fits(plan)
-    status = "FINISHED"
-    try:
-        if spec.kind == "grid":
-            variants = [
-                {"method": m, "group": point.label, "knobs": dict(point.knobs), **seed_fields(batch)}
-                for m in spec.methods
-                for point in spec.grid_points(m)
-                for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
-            ]
-            _run_variants(
-                spec, plan, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
-            )
-        else:
-            _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
-    except (KeyboardInterrupt, SystemExit):
-        status = "KILLED"  # Ray stopped the job (cancel) or the driver was interrupted
-        raise
-    except BaseException:
-        status = "FAILED"
-        raise
-    finally:
-        if status != "KILLED":  # a stopped job leaves quickly; GET /results still has everything
-            # Best-effort (never raises): the results table and evidence figures as parent-run artifacts.
-            log_results_artifacts(client, parent.run_id, engine=ctx.engine, study_id=study_id)
-        try:
-            client.set_terminated(parent.run_id, status=status)
-        except Exception as exc:
-            log.warning("could not close the MLflow parent run: %s", exc)
+    if spec.kind == "grid":
+        variants = [
+            {"method": m, "group": point.label, "knobs": dict(point.knobs), **seed_fields(batch)}
+            for m in spec.methods
+            for point in spec.grid_points(m)
+            for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
+        ]
+        _run_variants(
+            spec, plan, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
+        )
+    else:
+        _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
+    # Trials lost with an earlier, killed driver before their first epoch have no run id in their rows yet.
+    fill_missing_run_ids(client, parent.experiment_id, engine=ctx.engine, study_id=study_id)
 
 
 def checkpoint_interval_s(spec: StudySpec, settings: WorkerSettings) -> float:

@@ -153,3 +153,65 @@ def test_only_ended_studies_wait_for_their_mlflow_runs_to_be_closed(engine):
         assert get_study(session, study_id=failed).mlflow_closed_at is not None
     with pytest.raises(ValueError, match="running"), session_scope(engine) as session:
         mark_mlflow_closed(session, study_id=running)
+
+
+# ------------------------------------------------------------------------------ progress after a death
+
+
+def _tune_trial(engine, study_id, key, status="succeeded"):
+    with session_scope(engine) as session:
+        record_trial(
+            session,
+            study_id=study_id,
+            trial_key=f"{study_id}/tune/dyt/{key}",
+            phase="tune",
+            method="dyt",
+            config={},
+            seed=0,
+            status=status,
+            metrics={},
+            metric_value=0.9 if status == "succeeded" else None,
+            mlflow_run_id=None,
+        )
+
+
+def test_a_trial_lost_with_its_driver_and_run_again_under_a_new_key_is_not_counted_done_twice(engine):
+    # The probe's study: 15 planned (6 tuning + 9 final). A tuning trial that missed Tune's last snapshot
+    # is lost with the killed driver (its row cancelled) and runs again under a new trial key.
+    study_id = _running_study(engine)
+    for n in range(5):
+        _tune_trial(engine, study_id, f"t{n}")
+    _tune_trial(engine, study_id, "t5", status="running")
+    with session_scope(engine) as session:
+        end_attempt(session, study_id=study_id, death_reason="exit code -9 (SIGKILL)")
+        record_attempt(session, study_id=study_id, ray_job_id="job-2")
+    _tune_trial(engine, study_id, "t6")  # the lost sample, run again by attempt 2
+    for seed in range(9):
+        _trial(engine, study_id, f"final/{seed}", "succeeded")
+    with session_scope(engine) as session:
+        study = set_study_status(session, study_id=study_id, status="succeeded")
+    progress = study.progress
+    assert progress.planned == 15
+    assert (progress.done, progress.succeeded, progress.cancelled, progress.lost) == (15, 15, 0, 1)
+    assert progress.fraction == 1.0
+    assert _trials(engine, study_id)["tune/dyt/t5"].status == "cancelled"  # the row itself stays
+
+
+def test_a_trial_the_next_attempt_resumes_under_its_key_is_not_lost(engine):
+    study_id = _running_study(engine)
+    _trial(engine, study_id, "resumed", "running")
+    with session_scope(engine) as session:
+        assert end_attempt(session, study_id=study_id, death_reason="killed").progress.lost == 1
+        record_attempt(session, study_id=study_id, ray_job_id="job-2")
+    _trial(engine, study_id, "resumed", "succeeded")
+    with session_scope(engine) as session:
+        progress = get_study(session, study_id=study_id).progress
+    assert (progress.succeeded, progress.lost, progress.done) == (1, 0, 1)
+
+
+def test_trials_cancelled_with_their_study_count_as_cancelled_and_done(engine):
+    study_id = _running_study(engine)
+    _trial(engine, study_id, "stopped", "running")
+    with session_scope(engine) as session:
+        progress = set_study_status(session, study_id=study_id, status="cancelled").progress
+    assert (progress.cancelled, progress.lost, progress.done) == (1, 0, 1)

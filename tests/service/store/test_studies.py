@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from service.store import (
     InvalidStatusTransitionError,
     StudyNotFoundError,
+    StudyProgress,
     Trial,
     create_study,
     get_study,
@@ -182,6 +183,13 @@ def test_progress_counts_trials_by_outcome_against_the_plan(engine):
     assert progress.done == 4
     assert progress.fraction == pytest.approx(4 / 15)
     assert listed == progress
+
+
+def test_progress_never_counts_more_done_than_planned():
+    # A guard only: the one known way to record a planned trial twice (a trial lost with its driver and
+    # run again under a new key) is counted as lost, not done (tests/service/store/test_attempts.py).
+    progress = StudyProgress(planned=3, running=0, succeeded=3, failed=1, cancelled=0)
+    assert (progress.done, progress.fraction) == (3, 1.0)
 
 
 # -------------------------------------------------------- a stopped study's trials end with it

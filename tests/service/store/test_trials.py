@@ -152,3 +152,12 @@ def test_concurrent_writers_from_separate_engines_lose_no_trial(database_url, en
     assert failures == []
     with session_scope(engine) as session:
         assert len(list_trials(session, study_id=study_id)) == 40
+
+
+def test_a_write_that_does_not_know_the_mlflow_run_keeps_the_recorded_one(engine, study_id):
+    # The driver records the run id at the trial's first epoch; a later write without it (a resumed trial's
+    # start, a finish while MLflow is down) must not erase it.
+    _record(engine, study_id, status="running", mlflow_run_id="run-1", metric_value=None)
+    later = _record(engine, study_id, mlflow_run_id=None)
+    assert (later.status, later.mlflow_run_id) == ("succeeded", "run-1")
+    assert _record(engine, study_id, mlflow_run_id="run-2").mlflow_run_id == "run-2"  # a known id is written

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from service.store import (
     trial_history,
     upgrade_database,
 )
+from workers.driver import recorder as recorder_module
 from workers.driver.recorder import TrialRecorder, numeric_metrics, reported_metrics, seed_results
 
 SPEC = {
@@ -296,3 +298,70 @@ def test_the_train_ahead_mark_is_not_part_of_a_trials_stored_config(database):
     with session_scope(engine) as session:
         (trial,) = list_trials(session, study_id=study_id)
     assert "may_stop_early" not in trial.config and trial.config["method"] == "dyt"
+
+
+# --------------------------------------------------------------------------- the trial's MLflow run id
+
+
+@dataclass
+class FakeRunLookup:
+    """Stands in for workers.tracking.find_trial_run: every trial has a run named after its key, or MLflow
+    fails while `down`."""
+
+    down: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    def __call__(self, client, experiment_id: str, trial_key: str):
+        self.asked.append(trial_key)
+        if self.down:
+            raise TimeoutError("MLflow did not answer within 5 s")
+        return SimpleNamespace(info=SimpleNamespace(run_id=f"run-of-{trial_key}"))
+
+
+def _tracked_recorder(url: str, monkeypatch, lookup: FakeRunLookup) -> TrialRecorder:
+    monkeypatch.setattr(recorder_module, "find_trial_run", lookup)
+    return TrialRecorder(
+        url, metric_key="test_accuracy", tracking_uri="http://127.0.0.1:9", experiment_id="0"
+    )
+
+
+def test_a_trials_run_id_is_recorded_with_its_first_epoch_so_a_trial_lost_with_its_driver_keeps_it(
+    database, monkeypatch
+):
+    url, engine, study_id = database
+    lookup = FakeRunLookup()
+    recorder = _tracked_recorder(url, monkeypatch, lookup)
+    trial = FakeTrial(_final_config(study_id))
+    recorder.on_trial_start(0, [], trial)
+    for epoch in (0, 1, 2):
+        recorder.on_trial_result(0, [], trial, _tune_result(epoch, test_accuracy=0.5))
+    with session_scope(engine) as session:
+        [stored] = list_trials(session, study_id=study_id)
+    assert (stored.status, stored.mlflow_run_id) == ("running", f"run-of-{stored.trial_key}")
+    assert lookup.asked == [stored.trial_key]  # once per trial, not once per epoch
+    # The driver dies here; a restored one (unpickled) resumes the trial and records its start again.
+    restored = cloudpickle.loads(cloudpickle.dumps(recorder))
+    lookup.down = True
+    restored.on_trial_start(0, [], trial)
+    with session_scope(engine) as session:
+        [stored] = list_trials(session, study_id=study_id)
+    assert stored.mlflow_run_id == f"run-of-{stored.trial_key}"  # a write without the id keeps it
+
+
+def test_a_run_lookup_that_fails_at_the_first_epoch_leaves_the_id_to_the_trials_end(database, monkeypatch):
+    url, engine, study_id = database
+    lookup = FakeRunLookup(down=True)
+    recorder = _tracked_recorder(url, monkeypatch, lookup)
+    trial = FakeTrial(_final_config(study_id), last_result={"test_accuracy": 0.8, "epoch": 1})
+    recorder.on_trial_start(0, [], trial)
+    recorder.on_trial_result(0, [], trial, _tune_result(0, test_accuracy=0.5))
+    recorder.on_trial_result(0, [], trial, _tune_result(1, test_accuracy=0.8))
+    with session_scope(engine) as session:
+        assert [t.mlflow_run_id for t in list_trials(session, study_id=study_id)] == [None]
+        assert len(study_histories(session, study_id=study_id)[next(iter(lookup.asked))]) == 2
+    lookup.down = False
+    recorder.on_trial_complete(0, [], trial)
+    with session_scope(engine) as session:
+        [stored] = list_trials(session, study_id=study_id)
+    assert (stored.status, stored.mlflow_run_id) == ("succeeded", f"run-of-{stored.trial_key}")
+    assert len(lookup.asked) == 2  # the first epoch's (failed) and the end's
