@@ -8,6 +8,12 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.normlab-installed
 PYTEST_ARGS ?=
+# Test tiers (README, "Testing"). test-fast: the in-process tests, each module on one of TEST_WORKERS xdist
+# workers ("auto": one per core, at most 4; 0: none), each test cut off after FAST_TIMEOUT_S; the markers
+# are applied by tests/conftest.py. test: the whole suite (scripts/run_tests.sh reads NORMLAB_TEST_WORKERS).
+TEST_WORKERS ?= auto
+FAST_TIMEOUT_S ?= 120
+FAST_MARKERS := not slow and not process and not postgres and not docker and not triton_interp
 
 .PHONY: help install run demo test test-fast bench bench-gpu data-offline lint format clean
 
@@ -15,6 +21,7 @@ help:
 	@echo "make run           start MLflow + local Ray head + API on 127.0.0.1 (Ctrl-C stops all)"
 	@echo "make demo          make run, then submit studies/examples/quick.yaml and print the results"
 	@echo "make test          install, fetch offline data sources, run the whole test suite"
+	@echo "make test-fast     the same, in-process tests only (no servers, no subprocesses): a few minutes"
 	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
 	@echo "make bench-gpu     on a CUDA machine with torch (no venv): the GPU benchmarks into gpu-bench/, ~8 min"
 	@echo "make data-offline  install the offline dataset sources (science.md section 5)"
@@ -38,10 +45,11 @@ data-offline: $(STAMP)
 	VENV=$(VENV) bash scripts/install_offline_data.sh
 
 test: $(STAMP) data-offline
-	VENV=$(VENV) bash scripts/run_tests.sh $(PYTEST_ARGS)
+	VENV=$(VENV) NORMLAB_TEST_WORKERS=$(TEST_WORKERS) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+test-fast: $(STAMP) data-offline
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile \
+		--timeout=$(FAST_TIMEOUT_S) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: $(STAMP) data-offline
 	$(BIN)/python -m benchmarks.run_all --output BENCHMARKS.md

@@ -23,6 +23,7 @@ BENCHMARKS = (
     "benchmarks.bench_model_step",
     "benchmarks.bench_training",
     "benchmarks.bench_orchestration",
+    "benchmarks.bench_api_burst",
 )
 
 

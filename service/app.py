@@ -13,7 +13,9 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from service.auth import ensure_api_token
+from service.body_timeout import BodyTimeoutMiddleware
 from service.errors import install_error_handlers
+from service.host_check import AllowedHosts, HostCheckMiddleware
 from service.ports import Dispatcher
 from service.routes import health_router, reports_router, results_router, studies_router
 from service.settings import Settings, get_settings
@@ -67,6 +69,8 @@ def create_app(
     app.state.on_study_queued = None
     app.state.api_token = SecretStr(ensure_api_token(settings))  # SecretStr: never printed by accident
     install_error_handlers(app)
+    app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s)  # stalled bodies: 408
+    app.add_middleware(HostCheckMiddleware, allowed=AllowedHosts.for_settings(settings))  # DNS rebinding
     app.include_router(health_router)
     app.include_router(studies_router)
     app.include_router(results_router)

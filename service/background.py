@@ -87,11 +87,19 @@ class StudyReconciler:
         """Tick now instead of at the end of the interval (the API calls this once a POST is stored)."""
         self._wake.set()
 
-    def stop(self) -> None:
+    def stop(self, *, wait_s: float = 2.0) -> None:
+        """End the loop: no tick starts from now on, and one in progress acts on no answer it gets after this
+        (`_stopping`: as the stack stops, Ray reports every job failed). Waits at most `wait_s` for the
+        tick to end: one waiting on the cluster or MLflow may take far longer, and the thread is a daemon.
+        A second call only waits again."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=wait_s)
+
+    @property
+    def _stopping(self) -> bool:
+        return self._stop.is_set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -106,9 +114,10 @@ class StudyReconciler:
         if self._found_at_start is None:
             with session_scope(self.engine, readonly=True) as session:
                 self._found_at_start = {s.id for s in list_studies(session, status=StudyStatus.RUNNING)}
-        self._submit_queued()
-        self._check_running()
-        self._close_ended_runs()
+        for step in (self._submit_queued, self._check_running, self._close_ended_runs):
+            if self._stopping:
+                return
+            step()
 
     # ----- queued studies -----------------------------------------------------------------------------
 
@@ -118,6 +127,8 @@ class StudyReconciler:
             running = len(list_studies(session, status=StudyStatus.RUNNING))
         queued = queued[: max(0, self.max_running - running)]
         for study in queued:
+            if self._stopping:
+                return  # the cluster may be stopping: the next start submits the rest
             try:
                 job_id = self.dispatcher.submit(study.id, study.spec, attempt=1)
             except DispatchError as exc:
@@ -156,6 +167,8 @@ class StudyReconciler:
             except DispatchError as exc:
                 log.warning("cannot check study %s: %s", study.id, exc)
                 return
+            if self._stopping:
+                return  # a job that ends now may end because the stack stops: the next start decides
             interrupted = study.id in found_at_start
             found_at_start.discard(study.id)
             if state.terminal:
@@ -168,6 +181,8 @@ class StudyReconciler:
             return
         job_id = str(study.ray_job_id)
         reason = self.dispatcher.end_reason(job_id, state)
+        if self._stopping:
+            return
         if interrupted and self.interrupted_studies == "cancel":
             error = (
                 f"interrupted: the service restarted without its driver ({reason}); cancelled, as "
@@ -206,6 +221,8 @@ class StudyReconciler:
 
     def _resubmit(self, study: StudyView) -> None:
         attempt = _number(study) + 1
+        if self._stopping:
+            return  # the death is recorded: the next start submits this attempt
         try:
             job_id = self.dispatcher.submit(study.id, study.spec, attempt=attempt)
         except DispatchError as exc:
@@ -253,6 +270,12 @@ class StudyReconciler:
                 except DispatchError as exc:
                     log.warning("cannot check the driver of ended study %s: %s", study.id, exc)
                     return
+                if self._stopping:
+                    return  # its driver may have ended with the stack, before it closed its runs
+                # Read again now that the driver has ended: until then it may have recorded its MLflow
+                # experiment (a study cancelled in its driver's first seconds), after the list above.
+                with session_scope(self.engine, readonly=True) as session:
+                    study = get_study(session, study_id=study.id)
             if study.mlflow_experiment_id is not None:
                 try:
                     self.runs.close(

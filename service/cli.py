@@ -164,7 +164,9 @@ def status(study_id: str = typer.Argument(..., help="the study id `submit` print
     )
     if study.get("ray_job_id"):
         table.add_row("ray job", study["ray_job_id"])
-    if study.get("mlflow_experiment_id"):
+    if study["links"].get("mlflow"):  # the experiment in the UI's training view
+        table.add_row("mlflow", study["links"]["mlflow"])
+    elif study.get("mlflow_experiment_id"):  # a tracking URI with no UI (a file store)
         table.add_row("mlflow experiment", study["mlflow_experiment_id"])
     if study.get("error"):
         table.add_row("error", study["error"])

@@ -103,8 +103,12 @@ def _describe_failure(response: httpx.Response, api_url: str) -> str:
 
 
 def _spec_problems(errors: Sequence[Mapping[str, Any]]) -> str:
-    """Validation errors (the API's 422 detail, or pydantic's) as one line per field path."""
-    lines = ["the study spec is invalid:"]
+    """Validation errors (the API's 422 detail, or pydantic's) as one line per field path; a heading that
+    says whether the spec or the request's options (a query value such as --reference) were refused."""
+    about_options = bool(errors) and all(
+        (error.get("loc") or [None])[0] in ("query", "path", "header") for error in errors
+    )
+    lines = ["the request's options are invalid:" if about_options else "the study spec is invalid:"]
     for error in errors:
         loc = ".".join(str(part) for part in error.get("loc", []) if part != "body") or "(spec)"
         lines.append(f"  {loc}: {error.get('msg')}")

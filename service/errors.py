@@ -7,12 +7,14 @@ Every error body is `{"detail": ...}`: a message string, or for validation error
 from __future__ import annotations
 
 import math
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -32,6 +34,7 @@ __all__ = [
     "FieldErrorOut",
     "InvalidSpecError",
     "NoResultsError",
+    "ServiceBusyError",
     "SpecTooLargeError",
     "UnauthorizedError",
     "UnknownDatasetError",
@@ -48,6 +51,10 @@ class UnauthorizedError(Exception):
 
 class ClusterUnavailableError(Exception):
     """The cluster could not be asked to do something (e.g. stop a study's job)."""
+
+
+class ServiceBusyError(Exception):
+    """The API sheds load: the request got no turn at the database in time (service.load_shedding)."""
 
 
 class UnknownDatasetError(LookupError):
@@ -130,7 +137,8 @@ _ERROR_DESCRIPTIONS = {
     413: "The request body is larger than the server accepts",
     415: "The request body's content type is not supported",
     422: "Invalid request: every problem with its field path",
-    503: "A service the request needs (the cluster) did not answer; retry later",
+    503: "A service the request needs (the cluster, or the database under load) did not answer in time; "
+    "retry later (after `Retry-After` seconds, when given)",
 }
 
 
@@ -147,13 +155,43 @@ def error_responses(*status_codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 def _message(status_code: int, headers: dict[str, str] | None = None):
-    def handler(_request: Request, exc: Exception) -> JSONResponse:
+    # Async: Starlette runs a sync handler in a worker thread, one more wait for a thread under a burst.
+    async def handler(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=status_code, headers=headers)
 
     return handler
 
 
-def _invalid_spec(_request: Request, exc: Exception) -> JSONResponse:
+# Seconds a shed request is told to wait before it retries. It has already queued for up to
+# db_queue_timeout_s; a short pause spreads the retries over the seconds the queue takes to drain
+# (BENCHMARKS.md, "The API under a burst").
+RETRY_AFTER_S = 2
+_BUSY_HEADERS = {"Retry-After": str(RETRY_AFTER_S)}
+# Database errors that mean "busy now", not "broken": SQLite's lock still held after the busy timeout, and
+# PostgreSQL's lock_not_available, too_many_connections and cannot_connect_now.
+_SQLITE_BUSY_CODES = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED (not in typeshed's sqlite3)
+_POSTGRES_BUSY_STATES = frozenset({"55P03", "53300", "57P03"})
+
+
+async def _database_busy(_request: Request, exc: Exception) -> JSONResponse:
+    """The last line behind the gate (service.load_shedding), for a route outside it or a study driver that
+    holds SQLite's lock past the busy timeout: a busy database is a 503 the client may retry, not a 500.
+    Any other database error stays a 500."""
+    assert isinstance(exc, (sa_exc.TimeoutError, sa_exc.OperationalError))
+    if isinstance(exc, sa_exc.OperationalError) and not _is_busy(exc.orig):
+        raise exc
+    detail = f"the database is busy ({type(exc).__name__}); retry later"
+    return JSONResponse({"detail": detail}, status_code=503, headers=_BUSY_HEADERS)
+
+
+def _is_busy(error: BaseException | None) -> bool:
+    if isinstance(error, sqlite3.OperationalError):
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; 3.10 has the message only
+        return code in _SQLITE_BUSY_CODES if code is not None else "is locked" in str(error)
+    return getattr(error, "sqlstate", None) in _POSTGRES_BUSY_STATES  # psycopg's errors carry the SQLSTATE
+
+
+async def _invalid_spec(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, InvalidSpecError)
     errors = [
         {
@@ -183,7 +221,7 @@ def _json_safe(value: Any) -> Any:
     return _json_safe(str(value))
 
 
-def _idempotency_key_reused(_request: Request, exc: Exception) -> JSONResponse:
+async def _idempotency_key_reused(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, IdempotencyKeyReusedError)
     detail = [
         {
@@ -196,19 +234,19 @@ def _idempotency_key_reused(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
 
 
-def _unknown_metric(_request: Request, exc: Exception) -> JSONResponse:
+async def _unknown_metric(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, UnknownMetricError)
     detail = [{"type": "unknown_metric", "loc": ["query", "metric"], "msg": str(exc), "input": exc.metric}]
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
 
 
-def _claim_not_served(_request: Request, exc: Exception) -> JSONResponse:
+async def _claim_not_served(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ClaimNotServedError)
     detail = [{"type": "claim_not_served", "loc": ["query", "claim"], "msg": str(exc), "input": exc.claim}]
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
 
 
-def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
+async def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     detail = [{"type": "spec_format", "loc": ["body"], "msg": str(exc)}]
     return JSONResponse({"detail": detail}, status_code=422)
 
@@ -252,3 +290,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidSpecError, _invalid_spec)
     app.add_exception_handler(ClusterUnavailableError, _message(503))
     app.add_exception_handler(DispatchError, _message(503))  # the cluster failed a request a route made
+    app.add_exception_handler(ServiceBusyError, _message(503, _BUSY_HEADERS))
+    app.add_exception_handler(sa_exc.TimeoutError, _database_busy)  # no pooled connection in time
+    app.add_exception_handler(sa_exc.OperationalError, _database_busy)

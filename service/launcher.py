@@ -7,10 +7,14 @@ running is attached to and left running on exit. `--api-only` starts neither and
 unless both answer (restarting only the API). In docker-compose the same command runs with RAY_ADDRESS and
 MLFLOW_TRACKING_URI set, so it starts only the API.
 
-Stopping: Ctrl-C, SIGTERM (supervisors, `docker stop`) and SIGHUP (the terminal closed) all stop the API
-first (the reconcile loop with it), then what was started here, everything at once: SIGTERM, at most
-STOP_GRACE_S, SIGKILL. Another signal while that runs skips the wait. A launcher killed outright leaves
-that to its guard, or to the next start (service.local_stack says how).
+Stopping: Ctrl-C, SIGTERM (supervisors, `docker stop`) and SIGHUP (the terminal closed) all stop the
+reconcile loop and the API first (open requests get _API_GRACE_S), then what was started here, everything
+at once: SIGTERM, at most STOP_GRACE_S, SIGKILL. One handler takes these signals from start to exit
+(_StopSignals): during start-up the first one interrupts the start, later the main thread, which only polls
+for it, stops everything in order; another signal while that runs skips the waits. The API runs in a
+daemon thread (service.api_server), so no request, however stuck, holds up the stop or the exit, and
+should anything else hang, the process exits _STOP_DEADLINE_S after the signal all the same. A launcher
+killed outright leaves the stop to its guard, or to the next start (service.local_stack says how).
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -34,11 +40,14 @@ from rich.console import Console
 from rich.panel import Panel
 from sqlalchemy.engine import make_url
 
+from service.api_server import ApiServer, api_config
 from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token_source
 from service.background import StudyReconciler
 from service.dispatcher import RayJobDispatcher
 from service.local_stack import StartedStack, mlflow_server, ray_head, stop_stale_stacks, warm_driver_server
+from service.mlflow_links import QUIET_RUN_URLS_ENV, mlflow_ui_url
 from service.ports import DispatchError
+from service.private_files import PrivateDirError, prepare_data_dir, private_umask
 from service.processes import ManagedProcess, ProcessStartError, http_ok
 from service.settings import Settings
 from service.stack_probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
@@ -56,12 +65,18 @@ __all__ = [
 log = logging.getLogger(__name__)
 # Piped into a log (CI, `make run > log`), a banner line must not wrap: it is copied from there.
 console = Console(width=None if sys.stdout.isatty() else 160)
-# Seconds uvicorn waits for open requests once told to stop (None: forever).
-_API_GRACE_S = 3
+# Seconds uvicorn waits for open requests once told to stop (None: forever), then cancels them: plenty for
+# a request that only reads or writes the database; one stuck (on a lock) would not finish in a minute.
+_API_GRACE_S = 2
+# Once a stop is asked for, the process ends within this long whatever hangs: a last resort (a stop takes
+# under 10 s; a Ctrl-C during a burst was once still running 27 minutes later), leaving to the stack's
+# guard whatever the launcher had not stopped yet.
+_STOP_DEADLINE_S = 30.0
 
 
 class StopRequested(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: stop as Ctrl-C does (a KeyboardInterrupt, so every handler of Ctrl-C applies)."""
+    """A stop signal (Ctrl-C, SIGTERM, SIGHUP) while the stack starts: a KeyboardInterrupt, so every handler
+    of Ctrl-C applies."""
 
 
 def _say(message: str) -> None:
@@ -101,6 +116,7 @@ def driver_environment(settings: Settings) -> dict[str, str]:
         "NORMLAB_TRIAL_HOSTS": "1" if settings.trial_hosts else "0",
         "NORMLAB_TRAIN_AHEAD": "1" if settings.train_ahead else "0",
         "NORMLAB_CHECKPOINT_EVERY_S": f"{settings.checkpoint_every_s:g}",
+        **QUIET_RUN_URLS_ENV,  # the driver's and trials' MLflow clients: no run links in the GenAI view
     }
     if make_url(str(settings.database_url)).password is None:
         env["DATABASE_URL"] = str(settings.database_url)
@@ -117,11 +133,13 @@ def _mlflow_is_local(settings: Settings) -> bool:
 
 
 @contextlib.contextmanager
-def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[LocalStack]:
+def local_stack(
+    settings: Settings, *, api_only: bool = False, hurry: threading.Event | None = None
+) -> Iterator[LocalStack]:
     """MLflow and Ray for these settings: started here, or attached to when they already answer at their
-    configured addresses; on exit only what was started here is stopped. `api_only` starts nothing and
-    raises StackUnavailableError unless both answer."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    configured addresses; on exit only what was started here is stopped (no grace period once `hurry` is set).
+    `api_only` starts nothing and raises StackUnavailableError unless both answer."""
+    prepare_data_dir(settings.data_dir)  # 0700 (and tightened, said once, if an older start left it open)
     token = ensure_ray_auth_token(settings)
     started = StartedStack(settings.data_dir)
     socket_dir: Path | None = None  # the warm driver server's, when this stack starts one
@@ -153,7 +171,7 @@ def local_stack(settings: Settings, *, api_only: bool = False) -> Iterator[Local
             ray=ray,
         )
     finally:
-        _stop(started)
+        _stop(started, hurry)
         if socket_dir is not None:
             shutil.rmtree(socket_dir, ignore_errors=True)
 
@@ -179,21 +197,21 @@ def _warm_drivers(
     return {"NORMLAB_WARM_DRIVER_SOCKET": str(socket_path)}
 
 
-def _stop(started: StartedStack) -> None:
+def _stop(started: StartedStack, hurry: threading.Event | None = None) -> None:
     if not started.processes:
         return
     _say(f"[dim]stopping {', '.join(process.name for process in reversed(started.processes))} ...[/]")
-    with _hurried_by_signals() as hurry:
+    with _hurried_by_signals(hurry) as hurry:
         left = started.stop(hurry=hurry)
     if left:
         _say(f"[red]still running after SIGKILL: pids {sorted(process.pid for process in left)}[/]")
 
 
 @contextlib.contextmanager
-def _hurried_by_signals() -> Iterator[threading.Event]:
+def _hurried_by_signals(hurry: threading.Event | None = None) -> Iterator[threading.Event]:
     """While the stack stops, Ctrl-C, SIGTERM or SIGHUP again cuts the grace period short (SIGKILL now)
-    instead of interrupting the stop halfway."""
-    hurry = threading.Event()
+    instead of interrupting the stop halfway. `hurry`: an event an earlier signal may have set already."""
+    hurry = threading.Event() if hurry is None else hurry
     if threading.current_thread() is not threading.main_thread():
         yield hurry  # signal handlers belong to the main thread
         return
@@ -203,13 +221,17 @@ def _hurried_by_signals() -> Iterator[threading.Event]:
             _say("[yellow]stopping at once (SIGKILL)[/]")
         hurry.set()
 
-    signums = [signal.SIGINT, signal.SIGTERM, *_hangup()]
-    previous = {signum: signal.signal(signum, hurry_up) for signum in signums}
+    previous = {signum: signal.signal(signum, hurry_up) for signum in _stop_signals()}
     try:
         yield hurry
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """Ctrl-C, SIGTERM (supervisors, `docker stop`), SIGHUP (the terminal closed)."""
+    return [signal.SIGINT, signal.SIGTERM, *_hangup()]
 
 
 def _hangup() -> list[signal.Signals]:
@@ -254,7 +276,17 @@ def _ray(settings: Settings, token: str, started: StartedStack) -> Origin:
             f"something that is not a Ray head answers at {url}: stop it, or set NORMLAB_RAY_DASHBOARD_PORT "
             "to a free port"
         )
-    head = ray_head(
+    try:
+        head = _ray_head(settings, token)
+    except PrivateDirError as exc:  # the default temp dir's parent belongs to someone else
+        raise StackUnavailableError(str(exc)) from exc
+    console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
+    started.start(head, timeout=180)
+    return Origin.STARTED
+
+
+def _ray_head(settings: Settings, token: str) -> ManagedProcess:
+    return ray_head(
         data_dir=settings.data_dir,
         token=token,
         gcs_port=settings.ray_gcs_port,
@@ -269,9 +301,6 @@ def _ray(settings: Settings, token: str, started: StartedStack) -> Origin:
         num_gpus=settings.ray_num_gpus,
         temp_dir=settings.ray_temp_dir,
     )
-    console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
-    started.start(head, timeout=180)
-    return Origin.STARTED
 
 
 def _require_running(settings: Settings, token: str) -> tuple[Origin, Origin]:
@@ -318,6 +347,12 @@ def _normlab_command() -> str:
     return shlex.quote(str(script)) if script.exists() else "normlab"
 
 
+def _mlflow_ui(settings: Settings) -> str:
+    """The experiment list in the training view; a tracking URI that is no server (a file store) as is."""
+    uri = str(settings.mlflow_tracking_uri)
+    return mlflow_ui_url(uri) or uri
+
+
 def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
     """Where everything is and how to get the API token; never the token (it would land in logs)."""
     api = settings.api_url
@@ -327,7 +362,7 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
         "\n".join(
             [
                 f"API        {api}   (docs: {api}/docs)",
-                f"MLflow UI  {settings.mlflow_tracking_uri}   ({mlflow.value})",
+                f"MLflow UI  {_mlflow_ui(settings)}   ({mlflow.value})",
                 f"Ray        {settings.ray_dashboard_url}   ({ray.value})",
                 f"Database   {database}",
                 "",
@@ -344,44 +379,92 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
     )
 
 
+class _StopSignals:
+    """Ctrl-C, SIGTERM and SIGHUP for the whole of `normlab serve`, in one handler: no signal falls between
+    two handlers and is lost, and none breaks off the stop halfway.
+
+    The first signal asks for the stop: while the stack starts (`interrupting`) by raising StopRequested,
+    which ends whatever the start waits for and unwinds into the stop; once the API serves by setting
+    `requested`, which the main thread polls. Every later signal sets `hurry`: the stop's remaining waits
+    end, and what still runs is killed (SIGKILL) at once.
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.hurry = threading.Event()
+        self.interrupting = True
+
+    def __call__(self, signum: int, frame: object) -> None:
+        # Sets events only, which the main thread never waits on (it polls): a handler that needed a lock
+        # the interrupted code holds would wait forever.
+        if not self.requested.is_set():
+            self.requested.set()
+            if self.interrupting:
+                raise StopRequested(signal.Signals(signum).name)
+            return
+        if not self.hurry.is_set():
+            _say("[yellow]stopping at once (SIGKILL)[/]")
+        self.hurry.set()
+
+
 @contextlib.contextmanager
-def _stopped_by_term_and_hangup() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop the stack as Ctrl-C does; by default they would end this process at once
-    and orphan it. SIGHUP becomes SIGTERM, which uvicorn, while it runs, turns into its graceful stop
-    and raises again afterwards (then reaching the handler here)."""
+def _stopped_by_signals() -> Iterator[_StopSignals]:
+    """Stop signals handled by one _StopSignals while the block runs (by default SIGTERM and SIGHUP would
+    end this process at once and orphan the stack)."""
+    signals = _StopSignals()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield signals  # signal handlers belong to the main thread
         return
-
-    def stop_requested(signum: int, frame: object) -> None:
-        raise StopRequested(signal.Signals(signum).name)
-
-    def hung_up(signum: int, frame: object) -> None:
-        signal.raise_signal(signal.SIGTERM)
-
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, stop_requested)}
-    for signum in _hangup():
-        previous[signum] = signal.signal(signum, hung_up)
+    previous = {signum: signal.signal(signum, signals) for signum in _stop_signals()}
     try:
-        yield
+        yield signals
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
 
+_stopped_by_term_and_hangup = _stopped_by_signals  # its earlier name, which tests still import
+
+
+def _exit_if_the_stop_hangs(signals: _StopSignals, finished: threading.Event) -> None:
+    """In a daemon thread: once a stop is asked for, end the process _STOP_DEADLINE_S later if it still
+    runs then (exit status 1). Returns once `finished` is set without a stop asked for."""
+    while not signals.requested.wait(timeout=1.0):
+        if finished.is_set():
+            return
+    time.sleep(_STOP_DEADLINE_S)
+    _say(
+        f"[red]still stopping {_STOP_DEADLINE_S:g} s after the signal: exiting now (the guard stops the rest)[/]"
+    )
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(1)
+
+
 def serve(settings: Settings | None = None, *, demo: bool = False, api_only: bool = False) -> None:
+    """The stack until a stop signal (or a failure), then nothing left running. It takes the process's stop
+    signals meanwhile: call it once, from the main thread, as the CLI does."""
+    finished = threading.Event()
     try:
-        with _stopped_by_term_and_hangup():
-            _serve(settings or Settings(), demo=demo, api_only=api_only)
+        # Everything the stack writes (databases, logs, Tune results, checkpoints) is this user's only.
+        with _stopped_by_signals() as signals, private_umask():
+            deadline = threading.Thread(
+                target=_exit_if_the_stop_hangs,
+                args=(signals, finished),
+                name="normlab-stop-deadline",
+                daemon=True,
+            )
+            deadline.start()
+            _serve(settings or Settings(), signals, demo=demo, api_only=api_only)
     finally:
+        finished.set()
         # Everything is stopped: spare the exit the cyclic collection of some 1,600 modules' objects,
         # seconds on a busy 2-core machine (refcounting still finalizes what it finalizes).
         gc.freeze()
 
 
-def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
-    import uvicorn
-
+def _serve(settings: Settings, signals: _StopSignals, *, demo: bool, api_only: bool) -> None:
     from service.app import create_app
     from service.auth import ensure_api_token
     from service.store import make_engine, upgrade_database
@@ -392,10 +475,17 @@ def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
     # Per-request lines would bury the banner and the demo's progress bar; `NORMLAB_LOG_LEVEL=debug` shows them.
     verbose = settings.log_level.lower() == "debug"
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # Alembic says at INFO what it does on every start (its plugins, the dialect, each revision applied),
+    # lines that came before the banner; its warnings still show, and a failed migration raises.
+    logging.getLogger("alembic").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # The reconcile loop's MLflow client closes runs, and would print a GenAI-view link for each.
+    os.environ.update(QUIET_RUN_URLS_ENV)
+    prepare_data_dir(settings.data_dir)  # before the token file and the database are written into it
     api_token = ensure_api_token(settings)
     upgrade_database(str(settings.database_url))
-    with local_stack(settings, api_only=api_only) as stack:
+    with local_stack(settings, api_only=api_only, hurry=signals.hurry) as stack:
         app = create_app(settings=settings, dispatcher=stack.dispatcher)
+        api = ApiServer(api_config(app, settings, grace_s=_API_GRACE_S, access_log=verbose))
         reconciler = StudyReconciler(
             make_engine(str(settings.database_url)),
             stack.dispatcher,
@@ -403,24 +493,28 @@ def _serve(settings: Settings, *, demo: bool, api_only: bool) -> None:
             max_running=settings.max_running_studies,
             settings=settings,
         )
-        reconciler.start()
-        if settings.trial_hosts:
-            threading.Thread(target=_warm_trial_hosts, args=(stack.dispatcher,), daemon=True).start()
-        app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
-        console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
-        if demo:
-            threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
         try:
-            uvicorn.run(
-                app,
-                host=settings.api_host,
-                port=settings.api_port,
-                log_level=settings.log_level,
-                access_log=verbose,
-                timeout_graceful_shutdown=_API_GRACE_S,
-            )
+            reconciler.start()
+            if settings.trial_hosts:
+                threading.Thread(target=_warm_trial_hosts, args=(stack.dispatcher,), daemon=True).start()
+            app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
+            console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
+            if demo:
+                threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
+            signals.interrupting = False  # from here on the main thread polls for the stop
+            if not signals.requested.is_set():
+                api.start()
+                api.wait_until(signals.requested)
         finally:
-            reconciler.stop()
+            # The loop first: once MLflow and Ray begin to stop it must submit, resubmit or fail nothing.
+            reconciler.stop(wait_s=0)
+            if not api.stop(grace_s=_API_GRACE_S, hurry=signals.hurry):
+                log.warning("the API did not stop in time; its open requests end with the process")
+            reconciler.stop(wait_s=0.5)  # a tick's write may finish; one stuck on a lock or Ray is left
+        if api.error is not None:
+            raise api.error  # uvicorn could not start (its log says why): stop the stack and fail
+        if not signals.requested.is_set():
+            log.error("the API stopped by itself: stopping everything")
 
 
 def _warm_trial_hosts(dispatcher: RayJobDispatcher) -> None:

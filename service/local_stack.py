@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from service.private_files import private_tmp_dir
 from service.processes import (
     STOP_GRACE_S,
     ManagedProcess,
@@ -46,6 +47,7 @@ __all__ = [
     "StackGuard",
     "StackRecord",
     "StartedStack",
+    "default_ray_temp_dir",
     "mlflow_server",
     "ray_auth_env",
     "ray_head",
@@ -103,6 +105,11 @@ def _resource_args(num_cpus: int | None, num_gpus: int | None) -> list[str]:
     return args
 
 
+# MLflow's job execution, a job runner and seven huey consumer processes (~1.4 GB PSS idle), runs GenAI
+# jobs only (LLM judges, GenAI evaluation, issue detection, prompt optimisation): none of NormLab's.
+_MLFLOW_SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def mlflow_server(
     *,
     data_dir: Path,
@@ -133,8 +140,16 @@ def mlflow_server(
         name="mlflow",
         argv=argv,
         log_path=data_dir / "logs" / "mlflow.log",
+        env=_MLFLOW_SERVER_ENV,
         health_url=f"http://{host}:{port}/health",
     )
+
+
+def default_ray_temp_dir(gcs_port: int) -> Path:
+    """Where a local head keeps its session files unless told: Ray makes that dir and its session dirs 0777,
+    so it lies in a parent only this user can enter; short, because Unix socket paths (Ray's session dirs
+    hold some) are limited to ~107 bytes. Raises PrivateDirError when that parent cannot be private."""
+    return private_tmp_dir() / f"ray-{gcs_port}"
 
 
 def ray_head(
@@ -175,8 +190,7 @@ def ray_head(
         "--block",
     ]
     argv += _resource_args(num_cpus, num_gpus)
-    # Unix socket paths are limited to ~107 bytes, so Ray's temp dir must stay short.
-    argv.append(f"--temp-dir={temp_dir or Path('/tmp') / f'normlab-ray-{gcs_port}'}")
+    argv.append(f"--temp-dir={temp_dir or default_ray_temp_dir(gcs_port)}")
     env = {**ray_head_env(token, node_ip), **(extra_env or {})}
     return ManagedProcess(
         name="ray-head",

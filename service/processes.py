@@ -438,5 +438,8 @@ def stop_all(
     try:
         return terminate(find, first=roots, grace_s=grace_s, hurry=hurry, reap=reap)
     finally:
+        hurried = hurry is not None and hurry.is_set()
         for process in processes:
-            process._finish(0.0 if hurry is not None and hurry.is_set() else grace_s)
+            # A child terminate() could see has had its grace period (and a SIGKILL): one still running
+            # now is stuck in the kernel, and another grace period each would only delay the stop.
+            process._finish(0.0 if hurried or process.identity is not None else grace_s)

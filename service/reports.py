@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service.errors import ClaimNotServedError
+from service.mlflow_links import mlflow_ui_url
 from service.results_evidence import RESULT_PHASES, evidence_trial
 from service.store import (
     TERMINAL_STATUSES,
@@ -35,10 +36,13 @@ from studies.tables.render_evidence_svg import evidence_figures
 __all__ = ["served_claims", "study_report"]
 
 
-def study_report(session: Session, *, study_id: str, claim_id: str | None = None) -> StudyReport:
+def study_report(
+    session: Session, *, study_id: str, claim_id: str | None = None, mlflow_tracking_uri: str | None = None
+) -> StudyReport:
     """The report of one study; StudyNotFoundError (404) for an unknown id. A study that has not finished
     gets a report of the trials finished so far (the notes say so). `claim_id` judges the study against
-    another claim it serves (ClaimNotServedError, 422, for one it does not)."""
+    another claim it serves (ClaimNotServedError, 422, for one it does not). With `mlflow_tracking_uri`
+    the provenance links the study's experiment in the MLflow UI."""
     study = get_study(session, study_id=study_id)
     spec_claim = study.spec.get("claim")
     if claim_id is not None:
@@ -66,7 +70,7 @@ def study_report(session: Session, *, study_id: str, claim_id: str | None = None
     )
     return build_report(
         data,
-        provenance=_provenance(study, spec),
+        provenance=_provenance(study, spec, mlflow_tracking_uri),
         kind=study.kind,
         claim=claim,
         spec_paper_numbers=dict(spec.paper_numbers) if spec is not None else {},
@@ -148,8 +152,9 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def _provenance(study: StudyView, spec: StudySpec | None) -> Provenance:
+def _provenance(study: StudyView, spec: StudySpec | None, mlflow_tracking_uri: str | None) -> Provenance:
     raw = study.spec
+    experiment = study.mlflow_experiment_id
     seeds = tuple(spec.seeds) if spec is not None else tuple(raw.get("seeds") or ())
     tune_seeds = tuple(spec.tune_seeds or ()) if spec is not None else tuple(raw.get("tune_seeds") or ())
     return Provenance(
@@ -167,6 +172,9 @@ def _provenance(study: StudyView, spec: StudySpec | None) -> Provenance:
         created_at=_iso(study.created_at),
         started_at=_iso(study.started_at),
         finished_at=_iso(study.finished_at),
-        mlflow_experiment_id=study.mlflow_experiment_id,
+        mlflow_experiment_id=experiment,
+        mlflow_experiment_url=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment)
+        if mlflow_tracking_uri and experiment
+        else None,
         ray_job_id=study.ray_job_id,
     )

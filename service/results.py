@@ -1,28 +1,34 @@
-"""What GET /results/{dataset} shows: which studies and trials, on which metric. The checks of a request
-(known dataset, studies of that dataset, trials to show, a metric those trials stored and the metric table
-gives a direction for) raise the domain errors service.errors maps to 404 and 422; the table and its
-evidence are built in service.study_results, as the study driver builds them.
+"""What GET /results/{dataset} shows: which studies and trials, on which metric, against which reference.
+The checks of a request (known dataset, studies of that dataset, trials to show, a metric those trials
+stored and the metric table gives a direction for) raise the domain errors service.errors maps to 404 and
+422, and a reference that names no single row of the table is a 422 at `["query", "reference"]`; the table
+and its evidence are built in service.study_results, as the study driver builds them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
+from service import study_results
 from service.errors import NoResultsError, UnknownDatasetError, UnknownMetricError
+from service.mlflow_links import mlflow_ui_url
 from service.results_evidence import RESULT_PHASES
 from service.store import StudyView, get_study, list_studies, list_trials
-from service.study_results import (
-    ResultsSelection,
-    results_table,
-    select_results,
-    selection_evidence,
-    stored_metric_names,
-)
+from service.study_results import ResultsSelection, select_results, selection_evidence, stored_metric_names
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
+from studies.tables import ResultsTable
 
-__all__ = ["ALL_STUDIES", "ResultsSelection", "choose_results", "results_table", "selection_evidence"]
+__all__ = [
+    "ALL_STUDIES",
+    "ResultsSelection",
+    "choose_results",
+    "mlflow_run_links",
+    "results_table",
+    "selection_evidence",
+]
 
 ALL_STUDIES = "all"  # the study id that pools every study of the dataset
 
@@ -65,3 +71,53 @@ def _chosen_studies(session: Session, dataset: str, ids: list[str]) -> list[Stud
         if list_trials(session, study_id=candidate.id, phase=list(RESULT_PHASES)):
             return [candidate]
     return []
+
+
+def results_table(
+    selection: ResultsSelection,
+    *,
+    reference: str | None = None,
+    confidence: float = 0.95,
+    adjustment: str = "holm",
+) -> ResultsTable:
+    """The CI table of a selection (service.study_results.results_table). A `reference` the request names
+    must pick one row: a method with one row, or a row label (`method [grid point]`); the table itself would
+    only warn on every row, with a 200, which a client reading the numbers can miss."""
+    table = study_results.results_table(
+        selection, reference=reference, confidence=confidence, adjustment=adjustment
+    )
+    if reference is not None and not any(row.is_reference for row in table.rows):
+        raise _unknown_reference(reference, table)
+    return table
+
+
+def mlflow_run_links(selection: ResultsSelection, tracking_uri: str) -> dict[str, str]:
+    """{MLflow run id: its page in the MLflow UI} for the selection's trials that have a run."""
+    experiments = {study.id: study.mlflow_experiment_id for study in selection.studies}
+    links: dict[str, str] = {}
+    for trial in selection.trials:
+        experiment = experiments.get(trial.study_id)
+        if trial.mlflow_run_id and experiment:
+            url = mlflow_ui_url(tracking_uri, experiment_id=experiment, run_id=trial.mlflow_run_id)
+            if url is not None:
+                links[trial.mlflow_run_id] = url
+    return links
+
+
+def _unknown_reference(reference: str, table: ResultsTable) -> RequestValidationError:
+    """A 422 in FastAPI's own format, at the query parameter, naming the rows that can be the reference."""
+    labels = [row.label for row in table.rows]
+    same_method = [row.label for row in table.rows if row.method == reference]
+    if same_method:
+        kind = "ambiguous_reference"
+        msg = f"reference '{reference}' names {len(same_method)} rows; name one: {', '.join(same_method)}"
+    else:
+        kind = "unknown_reference"
+        msg = (
+            f"unknown reference '{reference}': no row of this table is that method or row label; choose one "
+            f"of {', '.join(labels) or 'none (the table has no rows)'}, or leave `reference` out for the "
+            "study's reference"
+        )
+    return RequestValidationError(
+        [{"type": kind, "loc": ("query", "reference"), "msg": msg, "input": reference}]
+    )

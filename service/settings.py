@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from studies.limits import StudyLimits
 
@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     ray_max_worker_port: int = Field(10999, ge=1, le=65535)
     ray_num_cpus: int | None = Field(None, ge=1)  # None: Ray detects the machine's CPUs
     ray_num_gpus: int | None = Field(None, ge=0)
-    ray_temp_dir: Path | None = None  # None: Ray's default (/tmp/ray)
+    # The local head's session files (Ray makes the dir 0777: keep it under a dir only you can enter, and
+    # short: it holds unix sockets). None: /tmp/normlab-<uid>/ray-<gcs port>, under a private 0700 parent.
+    ray_temp_dir: Path | None = None
     # Token for Ray's token authentication (Ray 2.52 and newer, hence the dependency's floor). Whether Ray
     # turns it on by itself depends on the version and on how the cluster starts (`ray start` no, a local
     # ray.init() in recent releases yes); NormLab sets RAY_AUTH_MODE=token everywhere, so it is always on.
@@ -76,12 +78,27 @@ class Settings(BaseSettings):
     api_url: str | None = None  # what the CLI calls; None -> http://{api_host}:{api_port}
     # Bearer token for mutating endpoints; None -> generated into the data dir on first run.
     api_token: SecretStr | None = None
+    # Host headers the API answers besides its own names (loopback, api_host, the host of api_url): names or
+    # addresses (any port), `*.example.org` for its subdomains, `*` for every host. Other hosts get a 400, so
+    # a web page cannot read the API through DNS rebinding (service.host_check). Comma-separated.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Seconds a request's whole body may take to arrive, from the API's first read of it; a slower one is
+    # answered 408 and its connection closed, so stalled clients cannot hold connections and file
+    # descriptors (service.body_timeout). A 256 kB spec in 30 s needs under 9 kB/s.
+    body_timeout_s: float = Field(30.0, gt=0)
+    # Connections plus requests in progress the API serves at once; past it a new request is answered 503
+    # at once. Half the usual soft limit of 1,024 open files, leaving room for the stack's own.
+    api_max_connections: int = Field(512, ge=1)
 
     # Limits that protect the cluster (checked when a study is submitted).
     max_trials_per_study: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_TRIALS"))
     max_seeds_per_study: int = Field(20, ge=1, validation_alias=_env("NORMLAB_MAX_SEEDS"))
     max_epochs_per_trial: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_EPOCHS"))
     max_spec_bytes: int = Field(256_000, ge=1024)  # larger POST bodies are refused before parsing
+    # How long a request waits for a turn at the database (the API runs a bounded number of database units
+    # at once, service.load_shedding) before it is answered 503 with Retry-After: a burst sheds load
+    # instead of queueing into lock and pool timeouts.
+    db_queue_timeout_s: float = Field(10.0, gt=0)
 
     # Background loop (service.background): how often it looks for queued studies, how many run at once.
     poll_interval_s: float = Field(2.0, gt=0)
@@ -112,6 +129,14 @@ class Settings(BaseSettings):
     warm_drivers: bool = True
 
     log_level: str = "info"
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, hosts: object) -> object:
+        # The environment gives one string: NORMLAB_ALLOWED_HOSTS=api,normlab.example.org
+        if isinstance(hosts, str):
+            return [host.strip() for host in hosts.split(",") if host.strip()]
+        return hosts
 
     @field_validator("data_dir", "mlflow_artifacts_dir", "ray_temp_dir")
     @classmethod

@@ -18,7 +18,8 @@ _PROBE_TIMEOUT_S = 1.5
 
 
 @router.get("/healthz", summary="Liveness: the API process answers")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    # Async: liveness must answer even while every worker thread is busy.
     return {"status": "ok"}
 
 
@@ -29,6 +30,7 @@ def healthz() -> dict[str, str]:
     summary="Readiness: the database answers; Ray and MLflow reachability reported",
 )
 def readyz(request: Request, response: Response, settings: SettingsDep) -> dict:
+    # Sync (its probes block), outside the database gate: the pool keeps connections for it beyond the gate's.
     database = _probe_database(request)
     ray = _probe_http(f"{settings.ray_dashboard_url}/api/version")
     mlflow = _probe_http(f"{settings.mlflow_tracking_uri}/health")

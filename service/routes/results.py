@@ -1,19 +1,32 @@
 """/results/{dataset}: the seed-wise CI table (studies.tables) over final-phase and grid trials.
 
 Which studies, trials and metric: service.results; the table and its evidence: service.study_results.
-This module only reads the query and picks the rendering."""
+This module only reads the query and picks the rendering. The store reads (the selection, the evidence's
+histories) are one read-only unit of work at the database gate; the table and its rendering, CPU work, run
+after it in a worker thread that holds no connection."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from sqlalchemy.orm import Session
 
+from service.deps import SettingsDep
 from service.errors import error_responses
-from service.results import choose_results, results_table, selection_evidence
-from service.routes.sessions import ReadSessionDep
+from service.results import (
+    ResultsSelection,
+    choose_results,
+    mlflow_run_links,
+    results_table,
+    selection_evidence,
+)
+from service.routes.sessions import DatabaseDep
 from service.routes.text import StorableText
+from studies.evidence import Evidence
 
 __all__ = ["router"]
 
@@ -32,12 +45,13 @@ router = APIRouter(prefix="/results", tags=["results"])
                 "text/html": {},
             }
         },
-        **error_responses(404, 422),
+        **error_responses(404, 422, 503),
     },
 )
-def read_results(
+async def read_results(
     dataset: str,
-    session: ReadSessionDep,
+    database: DatabaseDep,
+    settings: SettingsDep,
     format: Literal["json", "csv", "md", "html"] = "json",
     study: Annotated[
         list[StorableText] | None,
@@ -53,22 +67,73 @@ def read_results(
         ),
     ] = None,
     reference: Annotated[
-        str | None, Query(description="reference row; default: the study's reference")
+        str | None,
+        Query(
+            description="reference row: a method of the table, or a row label (`method [grid point]`) where "
+            "the method has several rows; one that picks no single row is a 422 naming the rows; default: "
+            "the study's reference"
+        ),
     ] = None,
     confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
     adjust: Literal["holm", "bh", "none"] = "holm",
 ) -> Response:
+    chosen, evidence = await database.read(
+        partial(
+            _select,
+            dataset=dataset,
+            study_ids=_split_ids(study),
+            metric=metric,
+            confidence=confidence,
+            with_evidence=format in ("json", "html"),
+        )
+    )
+    return await run_in_threadpool(
+        _render,
+        chosen,
+        evidence,
+        format=format,
+        reference=reference,
+        confidence=confidence,
+        adjust=adjust,
+        mlflow_tracking_uri=str(settings.mlflow_tracking_uri),
+    )
+
+
+def _select(
+    session: Session,
+    *,
+    dataset: str,
+    study_ids: list[str],
+    metric: str | None,
+    confidence: float,
+    with_evidence: bool,
+) -> tuple[ResultsSelection, Evidence | None]:
+    chosen = choose_results(session, dataset=dataset, study_ids=study_ids, metric=metric)
+    evidence = selection_evidence(session, chosen, confidence=confidence) if with_evidence else None
+    return chosen, evidence
+
+
+def _render(
+    chosen: ResultsSelection,
+    evidence: Evidence | None,
+    *,
+    format: str,
+    reference: str | None,
+    confidence: float,
+    adjust: str,
+    mlflow_tracking_uri: str,
+) -> Response:
     from studies.tables.render_html import to_html
 
-    chosen = choose_results(session, dataset=dataset, study_ids=_split_ids(study), metric=metric)
     table = results_table(chosen, reference=reference, confidence=confidence, adjustment=adjust)
     if format == "csv":
         return PlainTextResponse(table.to_csv(), media_type="text/csv")
     if format == "md":
         return PlainTextResponse(table.to_markdown(), media_type="text/markdown")
-    evidence = selection_evidence(session, chosen, confidence=confidence)
+    assert evidence is not None, "json and html show the evidence, so _select read it"
     if format == "html":
-        return HTMLResponse(to_html(table, evidence=evidence))
+        run_links = mlflow_run_links(chosen, mlflow_tracking_uri)
+        return HTMLResponse(to_html(table, evidence=evidence, run_links=run_links))
     return JSONResponse({**table.to_json(), "evidence": evidence.to_json()})
 
 

@@ -2,25 +2,34 @@
 
 Routes only persist: a submitted study is stored QUEUED and the background loop starts it. Cancelling,
 which stops a running study's cluster job first, is service.studies.cancel_study.
+
+The routes that touch the store are `async def` and hand their store calls to the database gate (one
+transaction each, committed before the response is built); response validation then runs on the event
+loop, never waiting for a worker thread while a connection or SQLite's write lock is held.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Header, Query, Request, Response, status
+from sqlalchemy.orm import Session
 
 from service import studies as studies_service
-from service.deps import AuthDep, DispatcherDep, SessionDep, SettingsDep
+from service.deps import AuthDep, DispatcherDep, SettingsDep
 from service.errors import error_responses
+from service.routes.choices import KnownDataset
 from service.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
-from service.routes.sessions import EngineDep, ReadSessionDep
+from service.routes.sessions import DatabaseDep, EngineDep
 from service.routes.spec_body import read_spec
 from service.routes.text import StorableText
 from service.store import (
     Phase,
     StudyStatus,
+    StudyView,
     TrialStatus,
+    TrialView,
     create_study,
     create_study_once,
     get_study,
@@ -89,81 +98,97 @@ async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     response_model=StudyOut,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
-    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422)},
+    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422, 503)},
     summary="Submit a study (stored as queued; the background loop starts it)",
 )
-def submit_study(
+async def submit_study(
     spec: Annotated[StudySpec, Depends(spec_from_body)],
-    session: SessionDep,
+    database: DatabaseDep,
+    settings: SettingsDep,
     request: Request,
     response: Response,
     background: BackgroundTasks,
     idempotency_key: IdempotencyKey = None,
 ) -> StudyOut:
-    created = True
-    if idempotency_key is None:
-        study = create_study(session, spec=spec)
-    else:
-        study, created = create_study_once(session, spec=spec, idempotency_key=idempotency_key)
-        if not created:
-            response.status_code = status.HTTP_200_OK
-            response.headers[_REPLAYED_HEADER] = "true"
+    # Committed when the write returns: a 201 means the study is stored.
+    study, created = await database.write(partial(_store_study, spec=spec, idempotency_key=idempotency_key))
+    if not created:
+        response.status_code = status.HTTP_200_OK
+        response.headers[_REPLAYED_HEADER] = "true"
     response.headers["Location"] = str(request.url_for("read_study", study_id=study.id))
     on_study_queued = request.app.state.on_study_queued
     if created and on_study_queued is not None:
-        # A background task runs once the response has left, after the session committed the study.
+        # A background task runs once the response has left.
         background.add_task(on_study_queued)
-    return StudyOut.from_view(study)
+    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_tracking_uri)
 
 
-@router.get("", response_model=list[StudyOut], summary="List studies, newest first")
-def read_studies(
-    session: ReadSessionDep,
+def _store_study(session: Session, *, spec: StudySpec, idempotency_key: str | None) -> tuple[StudyView, bool]:
+    """(the study, whether this call created it): a new one, or the one an earlier POST stored under
+    `idempotency_key`."""
+    if idempotency_key is None:
+        return create_study(session, spec=spec), True
+    return create_study_once(session, spec=spec, idempotency_key=idempotency_key)
+
+
+@router.get(
+    "", response_model=list[StudyOut], summary="List studies, newest first", responses=error_responses(503)
+)
+async def read_studies(
+    database: DatabaseDep,
+    settings: SettingsDep,
     status: StudyStatus | None = None,
-    dataset: StorableText | None = None,
+    dataset: KnownDataset | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[StudyOut]:
-    return [StudyOut.from_view(s) for s in list_studies(session, status=status, dataset=dataset, limit=limit)]
+    studies = await database.read(partial(list_studies, status=status, dataset=dataset, limit=limit))
+    return [StudyOut.from_view(s, mlflow_tracking_uri=settings.mlflow_tracking_uri) for s in studies]
 
 
 @router.get(
     "/{study_id}",
     response_model=StudyOut,
-    responses=error_responses(404),
+    responses=error_responses(404, 503),
     summary="A study with its progress",
 )
-def read_study(study_id: StorableText, session: ReadSessionDep) -> StudyOut:
-    return StudyOut.from_view(get_study(session, study_id=study_id))
+async def read_study(study_id: StorableText, database: DatabaseDep, settings: SettingsDep) -> StudyOut:
+    study = await database.read(partial(get_study, study_id=study_id))
+    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_tracking_uri)
 
 
 @router.get(
     "/{study_id}/trials",
     response_model=list[TrialOut],
-    responses=error_responses(404),
+    responses=error_responses(404, 503),
     summary="A study's trials, oldest first",
 )
-def read_trials(
+async def read_trials(
     study_id: StorableText,
-    session: ReadSessionDep,
+    database: DatabaseDep,
     phase: Phase | None = None,
     status: TrialStatus | None = None,
 ) -> list[TrialOut]:
+    trials = await database.read(partial(_study_trials, study_id=study_id, phase=phase, status=status))
+    return [TrialOut.from_view(t) for t in trials]
+
+
+def _study_trials(
+    session: Session, *, study_id: str, phase: Phase | None, status: TrialStatus | None
+) -> list[TrialView]:
     get_study(session, study_id=study_id)  # 404 for an unknown study rather than an empty list
-    return [
-        TrialOut.from_view(t) for t in list_trials(session, study_id=study_id, phase=phase, status=status)
-    ]
+    return list_trials(session, study_id=study_id, phase=phase, status=status)
 
 
 @router.get(
     "/{study_id}/trials/{trial_key:path}/history",
     response_model=TrialHistoryOut,
-    responses=error_responses(404),
+    responses=error_responses(404, 503),
     summary="A trial's per-epoch history: every metric of every epoch it reported (epoch 0 included)",
 )
-def read_trial_history(
-    study_id: StorableText, trial_key: StorableText, session: ReadSessionDep
+async def read_trial_history(
+    study_id: StorableText, trial_key: StorableText, database: DatabaseDep
 ) -> TrialHistoryOut:
-    history = trial_history(session, study_id=study_id, trial_key=trial_key)
+    history = await database.read(partial(trial_history, study_id=study_id, trial_key=trial_key))
     return TrialHistoryOut.from_history(study_id, trial_key, history)
 
 
@@ -174,5 +199,10 @@ def read_trial_history(
     responses=error_responses(401, 404, 409, 503),
     summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
 )
-def cancel_study(study_id: StorableText, engine: EngineDep, dispatcher: DispatcherDep) -> StudyOut:
-    return StudyOut.from_view(studies_service.cancel_study(engine, dispatcher, study_id))
+def cancel_study(
+    study_id: StorableText, engine: EngineDep, dispatcher: DispatcherDep, settings: SettingsDep
+) -> StudyOut:
+    # Sync, outside the gate: the Ray call between its transactions may take seconds, and holds no
+    # connection meanwhile; each transaction commits before the route returns.
+    study = studies_service.cancel_study(engine, dispatcher, study_id)
+    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_tracking_uri)

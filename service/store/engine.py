@@ -10,9 +10,21 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-__all__ = ["READ_ONLY_OPTION", "make_engine", "normalize_database_url", "read_only", "session_scope"]
+__all__ = [
+    "POOL_CAPACITY",
+    "READ_ONLY_OPTION",
+    "make_engine",
+    "normalize_database_url",
+    "read_only",
+    "session_scope",
+]
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000  # the API and the study drivers write concurrently; wait, do not fail
+# Connections an engine pools (SQLAlchemy's defaults, stated because the API sizes its database gate,
+# service.load_shedding, below them: a unit of work there never waits on the pool for a connection).
+POOL_SIZE = 5
+POOL_MAX_OVERFLOW = 10
+POOL_CAPACITY = POOL_SIZE + POOL_MAX_OVERFLOW
 # Execution option marking a read-only unit of work; the SQLite "begin" hook reads it off the connection.
 READ_ONLY_OPTION = "normlab_read_only"
 
@@ -36,11 +48,15 @@ def make_engine(database_url: str, *, echo: bool = False) -> Engine:
     """
     url = make_url(normalize_database_url(database_url))
     if url.get_backend_name() != "sqlite":
-        return create_engine(url, echo=echo, pool_pre_ping=True)
+        return create_engine(
+            url, echo=echo, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_MAX_OVERFLOW
+        )
 
+    pool: dict[str, int] = {}  # an in-memory database keeps SQLAlchemy's one pinned connection
     if url.database and url.database != ":memory:":
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, echo=echo, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        pool = {"pool_size": POOL_SIZE, "max_overflow": POOL_MAX_OVERFLOW}
+    engine = create_engine(url, echo=echo, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **pool)
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_connection, _record) -> None:

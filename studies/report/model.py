@@ -76,6 +76,7 @@ class Provenance:
     started_at: str | None = None
     finished_at: str | None = None
     mlflow_experiment_id: str | None = None
+    mlflow_experiment_url: str | None = None  # the experiment in the MLflow UI (its training view)
     ray_job_id: str | None = None
 
 

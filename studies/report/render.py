@@ -268,7 +268,8 @@ def paper_rows(report: StudyReportData) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def provenance_items(report: StudyReportData) -> list[tuple[str, str]]:
+def provenance_items(report: StudyReportData) -> list[tuple[str, str, str | None]]:
+    """(name, value, the URL the value links to or None) for each provenance entry."""
     p = report.provenance
     items = [
         ("study", f"{p.study_name} ({p.study_id}), status {p.status}"),
@@ -287,7 +288,8 @@ def provenance_items(report: StudyReportData) -> list[tuple[str, str]]:
         items.append(("MLflow experiment", p.mlflow_experiment_id))
     if p.ray_job_id:
         items.append(("Ray job", p.ray_job_id))
-    return items
+    links = {"MLflow experiment": p.mlflow_experiment_url}
+    return [(name, value, links.get(name)) for name, value in items]
 
 
 def _md(text: str) -> str:
@@ -390,7 +392,10 @@ def to_markdown(report: StudyReportData) -> str:
         lines += [f"- {_md(f.caption)}" for f in report.figures] + [""]
 
     lines += ["## Provenance", ""]
-    lines += [f"- **{k}:** {_md(v)}" for k, v in provenance_items(report)]
+    lines += [
+        f"- **{k}:** [{_md(v)}]({url})" if url else f"- **{k}:** {_md(v)}"
+        for k, v, url in provenance_items(report)
+    ]
     lines += [
         "",
         "Spec:",

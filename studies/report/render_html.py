@@ -70,6 +70,10 @@ def _table(headers: list[str], rows: list[list[str]], verdict_column: int | None
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _linked(text: str, url: str | None) -> str:
+    return f'<a href="{escape(url)}">{escape(text)}</a>' if url else escape(text)
+
+
 def _results_table(table: ResultsTableData) -> str:
     fmt = formatter_for(table)
     rows = [display_cells(table, fmt, row) for row in table.rows]
@@ -156,7 +160,9 @@ def to_html(report: StudyReportData) -> str:
             f"<figure><figcaption>{escape(f.caption)}</figcaption>{f.svg}</figure>" for f in report.figures
         ]
 
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in provenance_items(report))
+    items = "".join(
+        f"<dt>{escape(k)}</dt><dd>{_linked(v, url)}</dd>" for k, v, url in provenance_items(report)
+    )
     spec = yaml.safe_dump(dict(report.provenance.spec), sort_keys=False)
     parts += [
         "<h2>Provenance</h2>",

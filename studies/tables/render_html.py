@@ -6,6 +6,7 @@ per-layer gates, init rank against depth, final metric against init rank) below 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -55,9 +56,13 @@ figure.evidence svg { max-width: 100%; height: auto; }
 """
 
 
-def to_html(table: ResultsTableData, evidence: Evidence | None = None) -> str:
+def to_html(
+    table: ResultsTableData, evidence: Evidence | None = None, run_links: Mapping[str, str] | None = None
+) -> str:
     """A complete HTML document; verdict cells are coloured (better green, worse red). `evidence` adds
-    its figures below the table (nothing when it holds no gate or rank data)."""
+    its figures below the table (nothing when it holds no gate or rank data). `run_links`: the URL of each
+    MLflow run id the page names, where it has one."""
+    run_links = run_links or {}
     fmt = formatter_for(table)
     headers = display_headers(table)
     head_cells = "".join(
@@ -86,7 +91,8 @@ def to_html(table: ResultsTableData, evidence: Evidence | None = None) -> str:
             items.append(f"<li>failed seeds: {escape(', '.join(map(str, row.failed_seeds)))}</li>")
         items += [f"<li>warning: {escape(w)}</li>" for w in row.warnings]
         items.append(f"<li>studies: <code>{escape(', '.join(row.study_ids) or 'none')}</code></li>")
-        items.append(f"<li>MLflow runs: <code>{escape(', '.join(row.mlflow_run_ids) or 'none')}</code></li>")
+        runs = ", ".join(_linked(run, run_links.get(run)) for run in row.mlflow_run_ids) or "none"
+        items.append(f"<li>MLflow runs: <code>{runs}</code></li>")
         flag = f" ({len(row.warnings)} warning(s))" if row.warnings else ""
         details.append(
             f"<details><summary>{escape(row.label)}{escape(flag)}</summary><ul>{''.join(items)}</ul></details>"
@@ -130,6 +136,10 @@ def to_html(table: ResultsTableData, evidence: Evidence | None = None) -> str:
 </body>
 </html>
 """
+
+
+def _linked(text: str, url: str | None) -> str:
+    return f'<a href="{escape(url)}">{escape(text)}</a>' if url else escape(text)
 
 
 def _evidence_section(evidence: Evidence | None) -> str:

@@ -126,6 +126,12 @@ def test_volumes_ports_and_healthchecks():
     assert {c.restart for c in plan.containers} == {"unless-stopped"}
 
 
+def test_mlflow_runs_without_its_job_execution():
+    # Its job runner and huey consumers (~1.4 GB idle) run GenAI jobs only; NormLab submits none.
+    mlflow = cpu_plan().service("mlflow")[0]
+    assert mlflow.environment["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+
+
 def test_mlflow_runs_its_basic_auth_app_with_the_env_files_admin_and_every_node_signs_in_as_it():
     plan = cpu_plan()
     mlflow = plan.service("mlflow")[0]

@@ -1,18 +1,25 @@
 """Fixtures for the service tests: a migrated database on SQLite and on a real PostgreSQL (the server at
 NORMLAB_TEST_POSTGRES_URL, or one the session starts when nothing listens there), an app wired to it with
-a fake dispatcher, and a valid spec to submit."""
+a fake dispatcher, and a valid spec to submit.
+
+The migrations run once per run (per xdist worker) and backend: a SQLite test gets a copy of a migrated
+file (tests/conftest.py), a PostgreSQL test the run's migrated schema, emptied before it. Tests of the
+migrations themselves ask for `empty_database_url`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from service.app import create_app
 from service.ports import ClusterUnreachableError, JobState
@@ -69,14 +76,79 @@ def _terminal_line(config: pytest.Config) -> Callable[[str], None]:
         pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     ]
 )
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a fresh SQLite file, or a fresh schema on a real PostgreSQL server."""
-    if request.param == "sqlite":
+def database_backend(request: pytest.FixtureRequest) -> str:
+    """Each database test runs twice: on SQLite (the embedded default) and on a real PostgreSQL."""
+    return request.param
+
+
+@pytest.fixture
+def database_url(database_backend: str, request: pytest.FixtureRequest) -> str:
+    """The test's database, at head and empty: a copy of the run's migrated SQLite file, or the run's
+    migrated PostgreSQL schema with every row earlier tests wrote removed."""
+    if database_backend == "sqlite":
+        return request.getfixturevalue("migrated_sqlite_url")
+    return request.getfixturevalue("migrated_postgres_url")
+
+
+@pytest.fixture
+def empty_database_url(
+    database_backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[str]:
+    """A database with no schema at all, for the tests of the migrations: a fresh SQLite file, or a fresh
+    schema on the PostgreSQL server."""
+    if database_backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'normlab.db'}"
         return
-    server_url = request.getfixturevalue("postgres_server").url
+    with _new_schema(request.getfixturevalue("postgres_server").url) as url:
+        yield url
+
+
+@dataclass(frozen=True)
+class MigratedSchema:
+    url: str  # the schema's URL: every connection made from it (Alembic's too) lives in the schema
+    admin: sa.Engine  # one pooled connection that empties it between tests
+    tables: tuple[str, ...]  # the store's tables, alembic_version left out
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_schema(postgres_server: SessionPostgres) -> Iterator[MigratedSchema]:
+    """A schema on the session's PostgreSQL server, migrated to head once for the whole run."""
+    with _new_schema(postgres_server.url) as url:
+        upgrade_database(url)
+        admin = sa.create_engine(url, pool_size=1, max_overflow=0)
+        try:
+            with admin.connect() as connection:
+                names = sa.inspect(connection).get_table_names()
+            yield MigratedSchema(url, admin, tuple(sorted(n for n in names if n != "alembic_version")))
+        finally:
+            admin.dispose()
+
+
+@pytest.fixture
+def migrated_postgres_url(migrated_postgres_schema: MigratedSchema) -> str:
+    """The run's migrated schema as a fresh one would be: the tables earlier tests created dropped, the
+    store's tables emptied (their sequences restarted: ids start at 1 again)."""
+    schema = migrated_postgres_schema
+    with schema.admin.begin() as connection:
+        # A connection an earlier test left inside a transaction would block these: fail, never hang.
+        connection.exec_driver_sql("SET LOCAL lock_timeout = '30s'")
+        present = connection.exec_driver_sql(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).scalars()
+        quote = connection.dialect.identifier_preparer.quote
+        created = sorted(set(present) - {*schema.tables, "alembic_version"})
+        if created:
+            connection.exec_driver_sql(f"DROP TABLE {', '.join(map(quote, created))} CASCADE")
+        tables = ", ".join(map(quote, schema.tables))
+        connection.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    return schema.url
+
+
+@contextlib.contextmanager
+def _new_schema(server_url: str) -> Iterator[str]:
+    """A new, empty schema on the server, dropped afterwards; yields a URL whose connections live in it."""
     schema = f"nl_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(server_url)
+    admin = sa.create_engine(server_url, poolclass=NullPool)
     with admin.begin() as connection:
         connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
     try:
@@ -91,7 +163,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 @pytest.fixture
 def engine(database_url: str) -> Iterator[sa.Engine]:
-    upgrade_database(database_url)
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
@@ -132,6 +203,9 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
         data_dir=tmp_path / "data",
         database_url=database_url,
         api_token=API_TOKEN,
+        auto_migrate=False,  # the database is at head already (database_url): no Alembic run per app
+        # The Hosts the tests' requests name: TestClient's default, and the CLI tests' NORMLAB_API_URL.
+        allowed_hosts=["testserver", "normlab.test"],
         ray_address=None,
         # Nothing listens on these ports: readiness must report Ray and MLflow as unreachable.
         ray_dashboard_port=9,

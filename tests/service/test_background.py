@@ -46,6 +46,7 @@ class FakeDispatcher:
     cancelled: list[str] = field(default_factory=list)
     reachable: bool = True
     on_submit: Callable[[str, int], None] | None = None  # runs before a submission returns
+    on_state: Callable[[str], None] | None = None  # runs before a job's state is read (its driver acting)
 
     def submit(self, study_id: str, spec=None, *, attempt: int = 1) -> str:
         if not self.reachable:
@@ -60,6 +61,8 @@ class FakeDispatcher:
     def state(self, job_id: str) -> JobState:
         if not self.reachable:
             raise ClusterUnreachableError("cluster down")
+        if self.on_state is not None:
+            self.on_state(job_id)
         return self.states.get(job_id, JobState.MISSING)
 
     def end_reason(self, job_id: str, state: JobState) -> str:
@@ -454,6 +457,30 @@ def test_a_cancelled_studys_runs_are_closed_once_its_job_has_stopped(engine, rec
     dispatcher.states[_study(engine, study_id).ray_job_id] = JobState.STOPPED
     reconciler.tick()
     assert runs.closed == [(study_id, "11", "cancelled")]
+
+
+def test_a_study_cancelled_in_its_drivers_first_seconds_has_the_runs_its_driver_made_closed(
+    engine, reconciler_for
+):
+    # The driver records its MLflow experiment (before it creates any run in it) while the loop already
+    # holds the cancelled study without one: the loop must read it again once the driver has ended.
+    study_id = _new_study(engine)
+    dispatcher, runs = FakeDispatcher(), FakeRuns()
+    reconciler = reconciler_for(dispatcher, runs)
+    reconciler.tick()
+    with session_scope(engine) as session:
+        set_study_status(session, study_id=study_id, status="cancelled")
+    job = _study(engine, study_id).ray_job_id
+
+    def driver_records_its_experiment_as_it_stops(job_id: str) -> None:
+        if job_id == job and dispatcher.states[job] is JobState.RUNNING:
+            _with_experiment(engine, study_id, "12")
+            dispatcher.states[job] = JobState.STOPPED
+
+    dispatcher.on_state = driver_records_its_experiment_as_it_stops
+    reconciler.tick()
+    assert runs.closed == [(study_id, "12", "cancelled")]
+    assert _study(engine, study_id).mlflow_closed_at is not None
 
 
 def test_runs_stay_open_while_mlflow_is_down_and_are_closed_when_it_is_back(engine, reconciler_for):

@@ -168,6 +168,19 @@ def test_results_prints_csv_raw_and_rejects_unknown_formats(wired, client, app_e
     assert runner.invoke(cli.app, ["results", "digits", "--format", "xlsx"]).exit_code == 1
 
 
+def test_an_unknown_reference_is_reported_as_a_bad_option_naming_the_choices(
+    wired, client, app_engine, spec_file
+):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    _finish(app_engine, study["id"])
+    result = runner.invoke(cli.app, ["results", "digits", "--reference", "layer_norm_typo"])
+    assert result.exit_code == 1
+    assert "the request's options are invalid" in result.output
+    assert "the study spec" not in result.output
+    assert "query.reference" in result.output and "frozen_ln" in result.output
+
+
 def test_cancel_cancels_a_queued_study(wired, client, spec_file):
     runner.invoke(cli.app, ["submit", str(spec_file)])
     (study,) = client.get("/studies").json()

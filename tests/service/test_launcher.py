@@ -52,6 +52,12 @@ def test_the_checkpoint_interval_travels_to_the_driver_and_its_trials(tmp_path):
     assert every["NORMLAB_CHECKPOINT_EVERY_S"] == "0.5"
 
 
+def test_drivers_and_trials_print_no_mlflow_run_links_in_the_genai_view(tmp_path):
+    # MLflow's client would print "View run ... at: <url>" for every run it ends, opening the GenAI view.
+    env = driver_environment(Settings(data_dir=tmp_path))
+    assert env["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
+
+
 def test_a_database_password_never_travels_in_the_jobs_runtime_env(tmp_path):
     settings = Settings(
         data_dir=tmp_path, database_url="postgresql+psycopg://normlab:s3cret@postgres/normlab"

@@ -4,6 +4,7 @@ attaches to instead of starting another."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import random
 import shutil
@@ -94,6 +95,21 @@ def test_the_jobs_of_the_head_it_started_are_told_where_the_warm_driver_server_l
     socket_path = Path(stack.dispatcher.driver_env["NORMLAB_WARM_DRIVER_SOCKET"])
     assert socket_path.is_socket()
     assert socket_path.stat().st_mode & 0o777 == 0o600  # a client chooses a driver's environment
+
+
+def test_mlflow_runs_without_its_job_runner_and_huey_consumers(stack):
+    # `mlflow server` starts its job runner before its server answers (and the runner its huey consumers
+    # soon after): by now, with job execution on, the runner would be among its children.
+    mlflow = next(p for p in stack.processes if p.name == "mlflow")
+    assert mlflow._popen is not None
+    root = psutil.Process(mlflow._popen.pid)
+    commands = []
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            commands.append(" ".join(process.cmdline()))
+    assert any("mlflow" in command and "server" in command for command in commands), commands
+    job_execution = [c for c in commands if "huey" in c or "mlflow.server.jobs" in c]
+    assert not job_execution, job_execution
 
 
 def test_a_job_runs_on_the_loopback_head(stack, stack_settings):

@@ -233,5 +233,5 @@ def test_an_unknown_format_is_a_422_at_the_query_parameter(client, claim_study):
 
 def test_the_report_route_documents_its_formats_and_error_statuses(app):
     operation = app.openapi()["paths"]["/studies/{study_id}/report"]["get"]
-    assert set(operation["responses"]) == {"200", "404", "422"}
+    assert set(operation["responses"]) == {"200", "404", "422", "503"}
     assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/markdown", "text/html"}

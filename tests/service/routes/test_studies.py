@@ -93,6 +93,7 @@ def test_posting_a_yaml_spec_stores_a_queued_study_and_answers_201_with_location
         "succeeded": 0,
         "failed": 0,
         "cancelled": 0,
+        "lost": 0,
         "fraction": 0.0,
     }
     assert body["links"]["results"] == f"/results/digits?study={body['id']}"

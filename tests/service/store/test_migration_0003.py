@@ -10,6 +10,13 @@ from alembic import command
 from service.store import make_engine, upgrade_database
 from service.store.migrate import alembic_config
 
+
+@pytest.fixture
+def database_url(empty_database_url: str) -> str:
+    """These tests run the migrations themselves: a database with no schema yet."""
+    return empty_database_url
+
+
 _STUDY = (
     "INSERT INTO studies (id, name, dataset, kind, spec, status, planned_trials, created_at, updated_at) "
     "VALUES (:id, 'n', 'digits', 'compare', '{}', 'queued', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"

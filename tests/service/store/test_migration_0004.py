@@ -13,6 +13,13 @@ from alembic import command
 from service.store import get_study, make_engine, session_scope, upgrade_database
 from service.store.migrate import alembic_config
 
+
+@pytest.fixture
+def database_url(empty_database_url: str) -> str:
+    """These tests run the migrations themselves: a database with no schema yet."""
+    return empty_database_url
+
+
 _STUDY = (
     "INSERT INTO studies (id, name, dataset, kind, spec, status, planned_trials, ray_job_id, created_at, "
     "updated_at, started_at) VALUES (:id, 'n', 'digits', 'compare', '{}', :status, 1, :job, "

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from service.store import Base, make_engine, upgrade_database
+
+
+@pytest.fixture
+def database_url(empty_database_url: str) -> str:
+    """These tests run the migrations themselves: a database with no schema yet."""
+    return empty_database_url
 
 
 def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url):

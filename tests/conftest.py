@@ -1,0 +1,163 @@
+"""Markers that say what a test costs, which the suite applies itself; the migrated database tests copy.
+
+The tiers (README, "Testing"): `make test-fast` runs the in-process tests only, in parallel; `make test`
+runs everything. The markers that choose between them (registered in pyproject.toml) are added here at
+collection, so a new test gets the right one from what it uses rather than from someone remembering:
+
+- `process`: the test starts processes, itself or through a fixture: a fixture in PROCESS_FIXTURES
+  (MLflow, Ray, `normlab serve`, PostgreSQL), a module in PROCESS_MODULES, or code of its own (the test
+  function, a fixture or a helper under tests/ that it calls) that starts `sys.executable`.
+- `triton_interp`: the Triton kernel tests, which run under Triton's interpreter (minutes) without CUDA.
+- `serial`: the test starts Ray or the whole stack, or holds a server to time bounds (under load, in an
+  outage, while it stops): `make test` runs these one after another, after the rest has run on every
+  core (scripts/run_tests.sh).
+
+Both make targets spread tests over xdist workers by module (`--dist loadfile`): a module's tests run in
+order on one worker, as they were written to (module-scoped fixtures, tests that count what the tests
+before them did). A session-scoped server (PostgreSQL, MLflow) starts once per worker that needs it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# Fixtures that start a server process (or a cluster) for the tests that use them.
+PROCESS_FIXTURES = frozenset({"mlflow_server", "ray_cluster", "running_service", "postgres_server"})
+# Modules whose tests start processes through product code the check below does not read: an embedded
+# PostgreSQL, the local stack, torch.compile (Inductor compiles in a pool of worker processes: tens of
+# seconds a test on 2 cores).
+PROCESS_MODULES = frozenset(
+    {
+        "service/test_postgres_server.py",
+        "service/test_local_stack.py",
+        "workers/training/test_compile.py",
+        "workers/training/test_seed_batch_compile.py",
+    }
+)
+TRITON_INTERPRETER_MODULES = frozenset(
+    {"models/norms/test_mixed_triton.py", "models/norms/test_autonorm_triton.py"}
+)
+# Tests that start Ray or `normlab serve`, or hold a server to time bounds under load, in an outage or
+# while it stops: one at a time, each with the machine to itself.
+SERIAL_FIXTURES = frozenset({"ray_cluster", "running_service"})
+SERIAL_PATHS = (
+    "e2e/",
+    "service/test_local_stack.py",
+    "service/test_stop_under_load.py",
+    "service/test_burst.py",
+    "service/test_body_timeout.py",
+    "workers/test_tracking_outage.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    interpreted_triton = _any_in(items, TRITON_INTERPRETER_MODULES) and _triton_runs_interpreted()
+    for item in items:
+        path = _relative(item)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & PROCESS_FIXTURES or path in PROCESS_MODULES or _starts_processes(item):
+            item.add_marker(pytest.mark.process)
+        if interpreted_triton and path in TRITON_INTERPRETER_MODULES:
+            item.add_marker(pytest.mark.triton_interp)
+        if fixtures & SERIAL_FIXTURES or path.startswith(SERIAL_PATHS):
+            item.add_marker(pytest.mark.serial)
+
+
+def _relative(item: pytest.Item) -> str:
+    try:
+        return item.path.relative_to(TESTS).as_posix()
+    except ValueError:
+        return item.path.as_posix()
+
+
+def _any_in(items: list[pytest.Item], modules: frozenset[str]) -> bool:
+    return any(_relative(item) in modules for item in items)
+
+
+def _triton_runs_interpreted() -> bool:
+    """Whether the Triton kernels run under the interpreter here (no CUDA device)."""
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    """Whether the test's own code, or a fixture defined under tests/, names `sys.executable` (through
+    nested functions and helpers of tests/ modules it calls). A subprocess of another program (`true`,
+    `bash -n`) costs little and does not count."""
+    functions: list[Callable] = []
+    if isinstance(item, pytest.Function):
+        functions.append(item.function)
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    if fixture_info is not None:
+        for definitions in fixture_info.name2fixturedefs.values():
+            functions.extend(definition.func for definition in definitions)
+    return any(_code_spawns(function, seen=set()) for function in functions if _in_tests(function))
+
+
+def _in_tests(function: Callable) -> bool:
+    return getattr(function, "__module__", "").startswith("tests.")
+
+
+def _code_spawns(function: Callable, *, seen: set[types.CodeType], depth: int = 0) -> bool:
+    function = getattr(function, "__wrapped__", function)
+    code = getattr(function, "__code__", None)
+    if code is None or code in seen or depth > 3:
+        return False
+    seen.add(code)
+    if _spawns(code):
+        return True
+    module_globals = getattr(function, "__globals__", {})
+    helpers = (module_globals.get(name) for name in _all_names(code))
+    return any(
+        _code_spawns(helper, seen=seen, depth=depth + 1)
+        for helper in helpers
+        if isinstance(helper, types.FunctionType) and _in_tests(helper)
+    )
+
+
+def _spawns(code: types.CodeType) -> bool:
+    return {"sys", "executable"} <= _all_names(code)
+
+
+def _all_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object and the functions nested in it use."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _all_names(constant)
+    return names
+
+
+# ------------------------------------------------------------------------------ a database at head, once
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to head once per run (per xdist worker): tests start from copies of it
+    instead of running the migrations again."""
+    from service.store import upgrade_database
+
+    path = tmp_path_factory.mktemp("migrated-sqlite") / "normlab.db"
+    upgrade_database(f"sqlite:///{path}")
+    # Everything into the database file itself (the store runs SQLite in WAL mode): one file to copy.
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    return path
+
+
+@pytest.fixture
+def migrated_sqlite_url(migrated_sqlite_template: Path, tmp_path: Path) -> str:
+    """A SQLite database at head, this test's own (tmp_path/normlab.db, a copy of the run's template)."""
+    path = tmp_path / "normlab.db"
+    shutil.copyfile(migrated_sqlite_template, path)
+    return f"sqlite:///{path}"
