@@ -14,7 +14,7 @@ from typing import Any
 from studies.catalog.claims import Claim
 from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.sources import check_numbers, source_for
-from studies.knobs import KNOBS
+from studies.knobs import DEFAULT_EPS_H, KNOBS
 from studies.spec import DATASET_METRICS, StudySpec
 from studies.spec.distributions import Choice, Fixed, Grid, _discrete_values
 from studies.spec.names import _DATASET_FAMILY
@@ -24,6 +24,7 @@ __all__ = [
     "STUDY_IDENTITY_FIELDS",
     "duplicate_studies",
     "expressibility_problem",
+    "freeze_problems",
     "grid_problems",
     "source_problems",
     "tuning_problems",
@@ -119,6 +120,24 @@ def tuning_problems(spec: StudySpec) -> list[str]:
             f"T_freeze ({latest}): AutoNorm-S trials are cut before the freeze can act"
         ]
     return []
+
+
+def freeze_problems(claim: Claim, spec: StudySpec) -> list[str]:
+    """A claim about what follows the freeze needs specs under which the freeze fires. It fires when the
+    gate entropy stays ABOVE eps_H through T_freeze, and the gates start at ln 2 and fall: a high eps_H
+    makes it less likely, not more (the reading that cost the ablation's first cpu run every freeze)."""
+    if not claim.requires.freeze_fired or "autonorm_s" not in spec.methods:
+        return []
+    eps_h = spec.search_space_for("autonorm_s").get("eps_h")
+    values = [] if eps_h is None else [float(v) for v in _discrete_values(eps_h)]  # type: ignore[arg-type]
+    high = [v for v in values if v > DEFAULT_EPS_H]
+    if not high:
+        return []
+    return [
+        f"{spec.name}: eps_H {max(high):g} is above NormLab's default {DEFAULT_EPS_H:g} in a study that needs "
+        "the freeze to fire; the freeze fires only while the entropy stays above eps_H, so a high eps_H "
+        "stops it: fire it with an early T_freeze instead"
+    ]
 
 
 def _identity(spec: Mapping[str, Any]) -> dict[str, Any]:

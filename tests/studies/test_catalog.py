@@ -28,6 +28,7 @@ from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.lint import (
     duplicate_studies,
     expressibility_problem,
+    freeze_problems,
     grid_problems,
     source_problems,
     tuning_problems,
@@ -181,6 +182,19 @@ def test_an_asha_grace_period_at_t_freeze_is_rejected():
     spec = yaml.safe_load(spec_path("cifar10_autonorm_s_beats_frozen_ln", "paper").read_text())
     spec["scheduler"]["grace_period"] = 10
     assert "before the freeze can act" in " ".join(tuning_problems(load_spec(yaml.safe_dump(spec))))
+
+
+@pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
+def test_a_study_that_needs_the_freeze_does_not_set_eps_h_where_it_cannot_fire(claim, size):
+    assert freeze_problems(get_claim(claim), load_catalog_spec(claim, size)) == []
+
+
+def test_a_high_eps_h_in_a_study_that_needs_the_freeze_is_rejected():
+    claim = "autonorm_s_post_freeze_gate_ablation"
+    spec = yaml.safe_load(spec_path(claim, "cpu").read_text())
+    spec["method_search"]["autonorm_s"]["eps_h"] = 0.6  # the first cpu run's value: 0 of 15 trials froze
+    problems = freeze_problems(get_claim(claim), load_spec(yaml.safe_dump(spec)))
+    assert "a high eps_H stops it" in " ".join(problems)
 
 
 def test_every_dataset_a_trained_claim_runs_on_has_a_sourced_convergence_level():
