@@ -235,12 +235,13 @@ def _revision_lines(runs: list[ClaimRun]) -> list[str]:
     ]
 
 
-def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str) -> str:
+def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str | None) -> str:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [
         f"# NormLab catalog reports ({size} size)",
         "",
-        f"Generated {now} by `scripts/run_catalog.py --size {size}` against {api_url}.",
+        f"Generated {now} by `scripts/run_catalog.py --size {size}` "
+        + (f"against {api_url}." if api_url else "`--index-only`, from the reports in this folder."),
         "",
         SIZE_NOTES.get(size, ""),
         "",
@@ -314,7 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 130
     (args.output / "README.md").write_text(
-        index_markdown(catalog_runs(runs, args.output, args.size), size=args.size, api_url=api_url),
+        index_markdown(
+            catalog_runs(runs, args.output, args.size),
+            size=args.size,
+            api_url=None if args.index_only else api_url,
+        ),
         encoding="utf-8",
     )
     print(f"wrote {len([r for r in runs if r.report])} report(s) and the index to {args.output}/README.md")
