@@ -48,7 +48,7 @@ test: $(STAMP) data-offline
 	VENV=$(VENV) NORMLAB_TEST_WORKERS=$(TEST_WORKERS) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 test-fast: $(STAMP) data-offline
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
 		--timeout=$(FAST_TIMEOUT_S) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 bench: $(STAMP) data-offline

@@ -16,7 +16,8 @@
 set -uo pipefail
 
 python="${VENV:-.venv}/bin/python"
-workers=(-n "${NORMLAB_TEST_WORKERS:-auto}" --maxprocesses=4 --dist loadfile)
+# Modules go to the workers in the order tests/conftest.py puts them: the costliest first.
+workers=(-n "${NORMLAB_TEST_WORKERS:-auto}" --maxprocesses=4 --dist loadfile --no-loadscope-reorder)
 
 if [[ $# -gt 0 ]]; then
   exec "$python" -m pytest "$@"

@@ -14,7 +14,8 @@ collection, so a new test gets the right one from what it uses rather than from 
 
 Both make targets spread tests over xdist workers by module (`--dist loadfile`): a module's tests run in
 order on one worker, as they were written to (module-scoped fixtures, tests that count what the tests
-before them did). A session-scoped server (PostgreSQL, MLflow) starts once per worker that needs it.
+before them did), the costliest modules first. A session-scoped server (PostgreSQL, MLflow) starts once
+per worker that needs it.
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.triton_interp)
         if fixtures & SERIAL_FIXTURES or path.startswith(SERIAL_PATHS):
             item.add_marker(pytest.mark.serial)
+    if hasattr(config, "workerinput"):  # an xdist worker: the scheduler hands out modules in this order
+        _costliest_modules_first(items)
+
+
+def _costliest_modules_first(items: list[pytest.Item]) -> None:
+    """Modules with a slow test first, then those with a process or offline-data test, then the rest,
+    each group in collection order and every module's tests in theirs. xdist (`--dist loadfile
+    --no-loadscope-reorder`) hands modules out in this order: the long ones start at once, on different
+    workers, instead of ending the run alone on one."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            cost = 0
+        elif item.get_closest_marker("process") or item.get_closest_marker("offline_data"):
+            cost = 1
+        else:
+            cost = 2
+        rank[item.path] = min(rank.get(item.path, cost), cost)
+    items.sort(key=lambda item: rank[item.path])  # stable
 
 
 def _relative(item: pytest.Item) -> str:
