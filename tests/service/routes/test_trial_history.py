@@ -106,4 +106,9 @@ def test_an_unknown_study_is_404(client):
 def test_the_route_documents_its_statuses(app):
     document = app.openapi()
     operation = document["paths"]["/studies/{study_id}/trials/{trial_key}/history"]["get"]
-    assert set(operation["responses"]) == {"200", "404", "422", "503"}  # 503: the database busy past its queue timeout
+    assert set(operation["responses"]) == {
+        "200",
+        "404",
+        "422",
+        "503",
+    }  # 503: the database busy past its queue timeout
