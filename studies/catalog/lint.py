@@ -16,7 +16,7 @@ from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.sources import check_numbers, source_for
 from studies.knobs import DEFAULT_EPS_H, KNOBS
 from studies.spec import DATASET_METRICS, StudySpec
-from studies.spec.distributions import Choice, Fixed, Grid, _discrete_values
+from studies.spec.distributions import Choice, Fixed, Grid, IntRange, LogUniform, Uniform, _discrete_values
 from studies.spec.names import _DATASET_FAMILY
 from studies.spec.rules import _largest_int
 
@@ -129,12 +129,17 @@ def freeze_problems(claim: Claim, spec: StudySpec) -> list[str]:
     if not claim.requires.freeze_fired or "autonorm_s" not in spec.methods:
         return []
     eps_h = spec.search_space_for("autonorm_s").get("eps_h")
-    values = [] if eps_h is None else [float(v) for v in _discrete_values(eps_h)]  # type: ignore[arg-type]
-    high = [v for v in values if v > DEFAULT_EPS_H]
-    if not high:
+    if eps_h is None:
+        return []
+    # A sampled range reaches its upper bound; a discrete one its largest value.
+    if isinstance(eps_h, (Uniform, LogUniform, IntRange)):
+        highest = float(eps_h.high)
+    else:
+        highest = max(float(v) for v in _discrete_values(eps_h))  # type: ignore[arg-type]  # a float knob
+    if highest <= DEFAULT_EPS_H:
         return []
     return [
-        f"{spec.name}: eps_H {max(high):g} is above NormLab's default {DEFAULT_EPS_H:g} in a study that needs "
+        f"{spec.name}: eps_H {highest:g} is above NormLab's default {DEFAULT_EPS_H:g} in a study that needs "
         "the freeze to fire; the freeze fires only while the entropy stays above eps_H, so a high eps_H "
         "stops it: fire it with an early T_freeze instead"
     ]

@@ -195,6 +195,12 @@ def test_a_high_eps_h_in_a_study_that_needs_the_freeze_is_rejected():
     spec["method_search"]["autonorm_s"]["eps_h"] = 0.6  # the first cpu run's value: 0 of 15 trials froze
     problems = freeze_problems(get_claim(claim), load_spec(yaml.safe_dump(spec)))
     assert "a high eps_H stops it" in " ".join(problems)
+    # a tuned eps_H is judged by the highest value it can draw
+    spec["kind"] = "compare"
+    del spec["method_search"]["autonorm_s"]["post_freeze_gate"]
+    spec["method_search"]["autonorm_s"]["eps_h"] = {"type": "uniform", "low": 0.05, "high": 0.5}
+    problems = freeze_problems(get_claim(claim), load_spec(yaml.safe_dump(spec)))
+    assert "eps_H 0.5 is above" in " ".join(problems)
 
 
 def test_every_dataset_a_trained_claim_runs_on_has_a_sourced_convergence_level():
