@@ -10,10 +10,10 @@ MLFLOW_TRACKING_URI set, so it starts only the API.
 Stopping: Ctrl-C, SIGTERM (supervisors, `docker stop`) and SIGHUP (the terminal closed) all stop the
 reconcile loop and the API first (open requests get _API_GRACE_S), then what was started here, everything
 at once: SIGTERM, at most STOP_GRACE_S, SIGKILL. One handler takes these signals from start to exit
-(_StopSignals): during start-up the first one interrupts the start, later the main thread, which only polls
+(service.stop_signals): during start-up the first one interrupts the start, later the main thread, which only polls
 for it, stops everything in order; another signal while that runs skips the waits. The API runs in a
 daemon thread (service.api_server), so no request, however stuck, holds up the stop or the exit, and
-should anything else hang, the process exits _STOP_DEADLINE_S after the signal all the same. A launcher
+should anything else hang, the process exits STOP_DEADLINE_S after the signal all the same. A launcher
 killed outright leaves the stop to its guard, or to the next start (service.local_stack says how).
 """
 
@@ -25,11 +25,9 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -51,11 +49,16 @@ from service.private_files import PrivateDirError, prepare_data_dir, private_uma
 from service.processes import ManagedProcess, ProcessStartError, http_ok
 from service.settings import Settings
 from service.stack_probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
+from service.stop_signals import (
+    StopSignals,
+    exit_if_the_stop_hangs,
+    hurried_by_signals,
+    stopped_by_signals,
+)
 
 __all__ = [
     "LocalStack",
     "Origin",
-    "StopRequested",
     "driver_environment",
     "local_stack",
     "serve",
@@ -68,15 +71,6 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 # Seconds uvicorn waits for open requests once told to stop (None: forever), then cancels them: plenty for
 # a request that only reads or writes the database; one stuck (on a lock) would not finish in a minute.
 _API_GRACE_S = 2
-# Once a stop is asked for, the process ends within this long whatever hangs: a last resort (a stop takes
-# under 10 s; a Ctrl-C during a burst was once still running 27 minutes later), leaving to the stack's
-# guard whatever the launcher had not stopped yet.
-_STOP_DEADLINE_S = 30.0
-
-
-class StopRequested(KeyboardInterrupt):
-    """A stop signal (Ctrl-C, SIGTERM, SIGHUP) while the stack starts: a KeyboardInterrupt, so every handler
-    of Ctrl-C applies."""
 
 
 def _say(message: str) -> None:
@@ -201,41 +195,10 @@ def _stop(started: StartedStack, hurry: threading.Event | None = None) -> None:
     if not started.processes:
         return
     _say(f"[dim]stopping {', '.join(process.name for process in reversed(started.processes))} ...[/]")
-    with _hurried_by_signals(hurry) as hurry:
+    with hurried_by_signals(hurry, say=_say) as hurry:
         left = started.stop(hurry=hurry)
     if left:
         _say(f"[red]still running after SIGKILL: pids {sorted(process.pid for process in left)}[/]")
-
-
-@contextlib.contextmanager
-def _hurried_by_signals(hurry: threading.Event | None = None) -> Iterator[threading.Event]:
-    """While the stack stops, Ctrl-C, SIGTERM or SIGHUP again cuts the grace period short (SIGKILL now)
-    instead of interrupting the stop halfway. `hurry`: an event an earlier signal may have set already."""
-    hurry = threading.Event() if hurry is None else hurry
-    if threading.current_thread() is not threading.main_thread():
-        yield hurry  # signal handlers belong to the main thread
-        return
-
-    def hurry_up(signum: int, frame: object) -> None:
-        if not hurry.is_set():
-            _say("[yellow]stopping at once (SIGKILL)[/]")
-        hurry.set()
-
-    previous = {signum: signal.signal(signum, hurry_up) for signum in _stop_signals()}
-    try:
-        yield hurry
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def _stop_signals() -> list[signal.Signals]:
-    """Ctrl-C, SIGTERM (supervisors, `docker stop`), SIGHUP (the terminal closed)."""
-    return [signal.SIGINT, signal.SIGTERM, *_hangup()]
-
-
-def _hangup() -> list[signal.Signals]:
-    return [signal.SIGHUP] if hasattr(signal, "SIGHUP") else []  # none on Windows
 
 
 def _mlflow(settings: Settings, started: StartedStack) -> Origin:
@@ -379,79 +342,17 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
     )
 
 
-class _StopSignals:
-    """Ctrl-C, SIGTERM and SIGHUP for the whole of `normlab serve`, in one handler: no signal falls between
-    two handlers and is lost, and none breaks off the stop halfway.
-
-    The first signal asks for the stop: while the stack starts (`interrupting`) by raising StopRequested,
-    which ends whatever the start waits for and unwinds into the stop; once the API serves by setting
-    `requested`, which the main thread polls. Every later signal sets `hurry`: the stop's remaining waits
-    end, and what still runs is killed (SIGKILL) at once.
-    """
-
-    def __init__(self) -> None:
-        self.requested = threading.Event()
-        self.hurry = threading.Event()
-        self.interrupting = True
-
-    def __call__(self, signum: int, frame: object) -> None:
-        # Sets events only, which the main thread never waits on (it polls): a handler that needed a lock
-        # the interrupted code holds would wait forever.
-        if not self.requested.is_set():
-            self.requested.set()
-            if self.interrupting:
-                raise StopRequested(signal.Signals(signum).name)
-            return
-        if not self.hurry.is_set():
-            _say("[yellow]stopping at once (SIGKILL)[/]")
-        self.hurry.set()
-
-
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[_StopSignals]:
-    """Stop signals handled by one _StopSignals while the block runs (by default SIGTERM and SIGHUP would
-    end this process at once and orphan the stack)."""
-    signals = _StopSignals()
-    if threading.current_thread() is not threading.main_thread():
-        yield signals  # signal handlers belong to the main thread
-        return
-    previous = {signum: signal.signal(signum, signals) for signum in _stop_signals()}
-    try:
-        yield signals
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-_stopped_by_term_and_hangup = _stopped_by_signals  # its earlier name, which tests still import
-
-
-def _exit_if_the_stop_hangs(signals: _StopSignals, finished: threading.Event) -> None:
-    """In a daemon thread: once a stop is asked for, end the process _STOP_DEADLINE_S later if it still
-    runs then (exit status 1). Returns once `finished` is set without a stop asked for."""
-    while not signals.requested.wait(timeout=1.0):
-        if finished.is_set():
-            return
-    time.sleep(_STOP_DEADLINE_S)
-    _say(
-        f"[red]still stopping {_STOP_DEADLINE_S:g} s after the signal: exiting now (the guard stops the rest)[/]"
-    )
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(1)
-
-
 def serve(settings: Settings | None = None, *, demo: bool = False, api_only: bool = False) -> None:
     """The stack until a stop signal (or a failure), then nothing left running. It takes the process's stop
     signals meanwhile: call it once, from the main thread, as the CLI does."""
     finished = threading.Event()
     try:
         # Everything the stack writes (databases, logs, Tune results, checkpoints) is this user's only.
-        with _stopped_by_signals() as signals, private_umask():
+        with stopped_by_signals(_say) as signals, private_umask():
             deadline = threading.Thread(
-                target=_exit_if_the_stop_hangs,
+                target=exit_if_the_stop_hangs,
                 args=(signals, finished),
+                kwargs={"say": _say},
                 name="normlab-stop-deadline",
                 daemon=True,
             )
@@ -464,7 +365,7 @@ def serve(settings: Settings | None = None, *, demo: bool = False, api_only: boo
         gc.freeze()
 
 
-def _serve(settings: Settings, signals: _StopSignals, *, demo: bool, api_only: bool) -> None:
+def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bool) -> None:
     from service.app import create_app
     from service.auth import ensure_api_token
     from service.store import make_engine, upgrade_database

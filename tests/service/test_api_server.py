@@ -17,9 +17,9 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from service.api_server import ApiServer, api_config
-from service.launcher import StopRequested, _stopped_by_signals
 from service.processes import free_port, http_ok, wait_until
 from service.settings import Settings
+from service.stop_signals import StopRequested, stopped_by_signals
 
 GRACE_S = 1
 
@@ -107,7 +107,7 @@ def test_a_server_that_cannot_start_ends_with_the_error_to_raise(tmp_path, relea
 
 
 def test_the_first_stop_signal_interrupts_the_start_and_later_ones_hurry_the_stop():
-    with _stopped_by_signals() as signals:
+    with stopped_by_signals() as signals:
         with pytest.raises(StopRequested):
             signal.raise_signal(signal.SIGINT)
             time.sleep(1)  # the handler runs between bytecodes: this must not finish
@@ -117,7 +117,7 @@ def test_the_first_stop_signal_interrupts_the_start_and_later_ones_hurry_the_sto
 
 
 def test_once_the_api_serves_a_stop_signal_is_polled_for_not_raised():
-    with _stopped_by_signals() as signals:
+    with stopped_by_signals() as signals:
         signals.interrupting = False
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.raise_signal(signum)

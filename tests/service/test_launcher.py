@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from service.launcher import _hurried_by_signals, _stopped_by_term_and_hangup, driver_environment
+from service.launcher import driver_environment
 from service.local_stack import StackRecord, stop_stale_stacks
 from service.processes import (
     STOP_GRACE_S,
@@ -30,6 +30,7 @@ from service.processes import (
     wait_until,
 )
 from service.settings import Settings
+from service.stop_signals import hurried_by_signals, stopped_by_signals
 
 
 def test_a_local_sqlite_database_url_travels_to_the_driver(tmp_path):
@@ -341,13 +342,13 @@ def test_an_unreadable_record_is_ignored(tmp_path):
 
 def test_sigterm_and_sighup_stop_serve_as_ctrl_c_does():
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        with pytest.raises(KeyboardInterrupt), _stopped_by_term_and_hangup():
+        with pytest.raises(KeyboardInterrupt), stopped_by_signals():
             signal.raise_signal(signum)
             time.sleep(1)  # the handler runs between bytecodes; this must not finish
 
 
 def test_a_signal_while_the_stack_stops_hurries_the_stop_instead_of_interrupting_it():
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        with _hurried_by_signals() as hurry:
+        with hurried_by_signals() as hurry:
             signal.raise_signal(signum)
             assert hurry.wait(timeout=1)

@@ -15,6 +15,7 @@ from rich.console import Console
 import service.launcher as launcher
 from service.launcher import Origin, startup_banner
 from service.settings import Settings
+from service.stop_signals import StopSignals
 from tests.service.conftest import FakeDispatcher
 
 
@@ -100,7 +101,7 @@ def _start_output(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> str:
     monkeypatch.setattr(launcher, "local_stack", stack)
     monkeypatch.setattr(launcher, "StudyReconciler", _IdleReconciler)
     monkeypatch.setattr(launcher, "console", Console(file=stream, width=250))
-    signals = launcher._StopSignals()
+    signals = StopSignals()
     signals.requested.set()
     try:
         launcher._serve(settings, signals, demo=False, api_only=False)
