@@ -37,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from service.processes import ManagedProcess, free_port
-from service.store import create_study, make_engine, record_trial, session_scope, upgrade_database
+from studies.store import create_study, make_engine, record_trial, session_scope, upgrade_database
 
 LEVELS = (1, 50, 200)  # clients at once
 MIX = ("post", "list", "results", "read")

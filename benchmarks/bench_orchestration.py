@@ -259,9 +259,9 @@ def read_timelines(database_url: str, study_id: str) -> list[TrialTimeline]:
     """Every trial of the study with the driver's timestamps, from the study database."""
     from sqlalchemy import select
 
-    from service.store import make_engine, session_scope
-    from service.store.tables import Trial, TrialEpoch
-    from service.store.views import _aware
+    from studies.store import make_engine, session_scope
+    from studies.store.tables import Trial, TrialEpoch
+    from studies.store.views import _aware
 
     timelines = []
     with session_scope(make_engine(database_url), readonly=True) as session:

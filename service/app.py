@@ -19,8 +19,8 @@ from service.host_check import AllowedHosts, HostCheckMiddleware
 from service.ports import Dispatcher
 from service.routes import health_router, reports_router, results_router, studies_router
 from service.settings import Settings, get_settings
-from service.store import make_engine, upgrade_database
 from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
+from studies.store import make_engine, upgrade_database
 
 __all__ = ["create_app"]
 

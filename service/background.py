@@ -22,7 +22,8 @@ from sqlalchemy.engine import Engine
 
 from service.ports import Dispatcher, DispatchError, JobState
 from service.settings import Settings, get_settings
-from service.store import (
+from service.study_runs import MlflowUnavailableError, StudyRuns
+from studies.store import (
     InvalidStatusTransitionError,
     StudyStatus,
     StudyView,
@@ -35,7 +36,6 @@ from service.store import (
     session_scope,
     set_study_status,
 )
-from service.study_runs import MlflowUnavailableError, StudyRuns
 
 __all__ = ["StudyReconciler"]
 

@@ -34,7 +34,7 @@ __all__ = [
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
-# The API's status vocabulary (service.store.StudyStatus), as strings: this client imports nothing of the
+# The API's status vocabulary (studies.store.StudyStatus), as strings: this client imports nothing of the
 # service, so the CLI starts without SQLAlchemy.
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _FORMATS = ("table", "json", "csv", "md", "html")

@@ -19,14 +19,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from service.ports import DispatchError
-from service.store import (
+from studies.spec import SpecFormatError, UnsupportedContentTypeError
+from studies.store import (
     IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
     InvalidTrialError,
     StudyNotFoundError,
     TrialKeyConflictError,
 )
-from studies.spec import SpecFormatError, UnsupportedContentTypeError
 
 __all__ = [
     "ClusterUnavailableError",

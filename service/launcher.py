@@ -368,7 +368,7 @@ def serve(settings: Settings | None = None, *, demo: bool = False, api_only: boo
 def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bool) -> None:
     from service.app import create_app
     from service.auth import ensure_api_token
-    from service.store import make_engine, upgrade_database
+    from studies.store import make_engine, upgrade_database
 
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

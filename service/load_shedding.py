@@ -25,8 +25,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from service.errors import ServiceBusyError
-from service.store import session_scope
-from service.store.engine import POOL_CAPACITY
+from studies.store import session_scope
+from studies.store.engine import POOL_CAPACITY
 
 __all__ = ["DB_SLOTS", "DatabaseGate"]
 

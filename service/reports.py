@@ -13,8 +13,13 @@ from sqlalchemy.orm import Session
 
 from service.errors import ClaimNotServedError
 from service.mlflow_links import mlflow_ui_url
-from service.results_evidence import RESULT_PHASES, evidence_trial
-from service.store import (
+from studies.catalog import Claim, UnknownClaimError, claim_ids, get_claim
+from studies.claims import StudyData, TrialData
+from studies.evidence import build_evidence
+from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
+from studies.report import Figure, Provenance, StudyReport, build_report
+from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
+from studies.store import (
     TERMINAL_STATUSES,
     StudyStatus,
     StudyView,
@@ -23,13 +28,8 @@ from service.store import (
     list_trials,
     study_histories,
 )
-from service.study_results import planned_seeds
-from studies.catalog import Claim, UnknownClaimError, claim_ids, get_claim
-from studies.claims import StudyData, TrialData
-from studies.evidence import build_evidence
-from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
-from studies.report import Figure, Provenance, StudyReport, build_report
-from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
+from studies.store.results import planned_seeds
+from studies.store.results_evidence import RESULT_PHASES, evidence_trial
 from studies.tables.dataset_notes import dataset_note
 from studies.tables.render_evidence_svg import evidence_figures
 

@@ -2,7 +2,7 @@
 The checks of a request (known dataset, studies of that dataset, trials to show, a metric those trials
 stored and the metric table gives a direction for) raise the domain errors service.errors maps to 404 and
 422, and a reference that names no single row of the table is a 422 at `["query", "reference"]`; the table
-and its evidence are built in service.study_results, as the study driver builds them.
+and its evidence are built in studies.store.results, as the study driver builds them.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from service import study_results
+from studies.store import results as study_results
 from service.errors import NoResultsError, UnknownDatasetError, UnknownMetricError
 from service.mlflow_links import mlflow_ui_url
-from service.results_evidence import RESULT_PHASES
-from service.store import StudyView, get_study, list_studies, list_trials
-from service.study_results import ResultsSelection, select_results, selection_evidence, stored_metric_names
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
+from studies.store import StudyView, get_study, list_studies, list_trials
+from studies.store.results import ResultsSelection, select_results, selection_evidence, stored_metric_names
+from studies.store.results_evidence import RESULT_PHASES
 from studies.tables import ResultsTable
 
 __all__ = [
@@ -80,7 +80,7 @@ def results_table(
     confidence: float = 0.95,
     adjustment: str = "holm",
 ) -> ResultsTable:
-    """The CI table of a selection (service.study_results.results_table). A `reference` the request names
+    """The CI table of a selection (studies.store.results.results_table). A `reference` the request names
     must pick one row: a method with one row, or a row label (`method [grid point]`); the table itself would
     only warn on every row, with a 200, which a client reading the numbers can miss."""
     table = study_results.results_table(

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from service.errors import ClusterUnavailableError
 from service.ports import Dispatcher, DispatchError, JobNotFoundError
-from service.store import StudyStatus, StudyView, get_study, session_scope, set_study_status
+from studies.store import StudyStatus, StudyView, get_study, session_scope, set_study_status
 
 __all__ = ["cancel_study"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.stack_probe import Answer, is_http_url, mlflow_answer
-from service.store.status import StudyStatus
+from studies.store.status import StudyStatus
 
 if TYPE_CHECKING:  # mlflow is imported only when runs are closed: the API starts without it
     from mlflow.entities import Run

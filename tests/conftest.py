@@ -20,8 +20,6 @@ per worker that needs it.
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +35,7 @@ PROCESS_FIXTURES = frozenset({"mlflow_server", "ray_cluster", "running_service",
 # seconds a test on 2 cores).
 PROCESS_MODULES = frozenset(
     {
-        "service/test_postgres_server.py",
+        "studies/store/test_postgres_server.py",
         "service/test_local_stack.py",
         "workers/training/test_compile.py",
         "workers/training/test_seed_batch_compile.py",
@@ -157,27 +155,4 @@ def _all_names(code: types.CodeType) -> set[str]:
     return names
 
 
-# ------------------------------------------------------------------------------ a database at head, once
-
-
-@pytest.fixture(scope="session")
-def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated to head once per run (per xdist worker): tests start from copies of it
-    instead of running the migrations again."""
-    from service.store import upgrade_database
-
-    path = tmp_path_factory.mktemp("migrated-sqlite") / "normlab.db"
-    upgrade_database(f"sqlite:///{path}")
-    # Everything into the database file itself (the store runs SQLite in WAL mode): one file to copy.
-    with sqlite3.connect(path) as connection:
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
-    return path
-
-
-@pytest.fixture
-def migrated_sqlite_url(migrated_sqlite_template: Path, tmp_path: Path) -> str:
-    """A SQLite database at head, this test's own (tmp_path/normlab.db, a copy of the run's template)."""
-    path = tmp_path / "normlab.db"
-    shutil.copyfile(migrated_sqlite_template, path)
-    return f"sqlite:///{path}"
+pytest_plugins = ["tests.database"]

@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from service.deps import SettingsDep
 from service.routes.schemas import ReadinessOut
-from service.store import read_only
+from studies.store import read_only
 
 __all__ = ["router"]
 

@@ -1,6 +1,6 @@
 """/results/{dataset}: the seed-wise CI table (studies.tables) over final-phase and grid trials.
 
-Which studies, trials and metric: service.results; the table and its evidence: service.study_results.
+Which studies, trials and metric: service.results; the table and its evidence: studies.store.results.
 This module only reads the query and picks the rendering. The store reads (the selection, the evidence's
 histories) are one read-only unit of work at the database gate; the table and its rendering, CPU work, run
 after it in a worker thread that holds no connection."""

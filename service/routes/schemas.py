@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from service.mlflow_links import mlflow_ui_url
-from service.store import AttemptView, StudyView, TrialView
+from studies.store import AttemptView, StudyView, TrialView
 
 __all__ = [
     "AttemptOut",

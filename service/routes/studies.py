@@ -24,7 +24,8 @@ from service.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
 from service.routes.sessions import DatabaseDep, EngineDep
 from service.routes.spec_body import read_spec
 from service.routes.text import StorableText
-from service.store import (
+from studies.spec import StudySpec
+from studies.store import (
     Phase,
     StudyStatus,
     StudyView,
@@ -37,7 +38,6 @@ from service.store import (
     list_trials,
     trial_history,
 )
-from studies.spec import StudySpec
 
 __all__ = ["router"]
 

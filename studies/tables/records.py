@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 __all__ = ["COMPLETED_STATUSES", "FAILED_STATUSES", "TrialRecord"]
 
-# Trial statuses as service.store writes them (running, succeeded, failed, cancelled), plus common
+# Trial statuses as studies.store writes them (running, succeeded, failed, cancelled), plus common
 # synonyms so records from notebooks or other trackers read the same. Any other status (running,
 # cancelled, queued) counts as unfinished: it neither adds a value nor counts as a failure.
 COMPLETED_STATUSES = frozenset({"succeeded", "completed", "success", "done"})

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from service.processes import http_ok, private_serve_environment, wait_until
-from service.store import list_trials, make_engine, session_scope
+from studies.store import list_trials, make_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 API_TOKEN = "e2e-" + uuid.uuid4().hex

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 
 from service.dispatcher import RayJobDispatcher
 from service.processes import wait_until
-from service.store import get_study, make_engine, session_scope
+from studies.store import get_study, make_engine, session_scope
 from workers.driver.parent_run import experiment_name
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from service.dispatcher import submission_id_for
 from service.processes import wait_until
-from service.store import TrialEpoch, make_engine, session_scope
+from studies.store import TrialEpoch, make_engine, session_scope
 from tests.e2e.conftest import study_trials
 from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study
 

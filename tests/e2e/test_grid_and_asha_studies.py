@@ -7,7 +7,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.store import list_trials, make_engine, session_scope
+from studies.store import list_trials, make_engine, session_scope
 
 pytestmark = pytest.mark.slow
 

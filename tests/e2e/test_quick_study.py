@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from service.processes import wait_until
-from service.store import list_trials, make_engine, session_scope
+from studies.store import list_trials, make_engine, session_scope
 from workers.settings import WorkerSettings
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.store import make_engine, session_scope, study_histories
+from studies.store import make_engine, session_scope, study_histories
 from tests.e2e.test_grid_and_asha_studies import _run_to_end, _trials
 
 pytestmark = pytest.mark.slow

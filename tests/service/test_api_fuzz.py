@@ -19,9 +19,10 @@ from schemathesis import Case
 
 from service.app import create_app
 from service.settings import Settings
-from service.store import list_studies, record_trial, session_scope
 from studies.spec import StudySpec
-from tests.service.conftest import API_TOKEN, AUTH, QUICK_SPEC_YAML
+from studies.store import list_studies, record_trial, session_scope
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import API_TOKEN, AUTH
 
 MAX_EXAMPLES = 25  # per operation and phase
 

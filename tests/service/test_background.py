@@ -13,7 +13,8 @@ from service.background import StudyReconciler
 from service.dispatcher import ClusterUnreachableError, DispatchError, JobState, submission_id_for
 from service.processes import wait_until
 from service.settings import Settings
-from service.store import (
+from service.study_runs import MlflowUnavailableError
+from studies.store import (
     create_study,
     get_study,
     list_trials,
@@ -24,7 +25,6 @@ from service.store import (
     set_study_status,
     upgrade_database,
 )
-from service.study_runs import MlflowUnavailableError
 
 QUICK_SPEC = {
     "name": "reconciler",
@@ -352,7 +352,7 @@ def test_a_study_cancelled_while_its_next_driver_was_submitted_gets_that_job_sto
 
 def _running_before_the_restart(engine, study_id, job_id="raysubmit_old_head"):
     """A study the previous service started, whose Ray job died with the stack it ran on."""
-    from service.store import record_attempt
+    from studies.store import record_attempt
 
     with session_scope(engine) as session:
         record_attempt(session, study_id=study_id, ray_job_id=job_id)

@@ -11,7 +11,7 @@ import pytest
 
 from service.background import StudyReconciler
 from service.ports import JobState
-from service.store import StudyStatus, get_study, list_studies, make_engine, session_scope, upgrade_database
+from studies.store import StudyStatus, get_study, list_studies, make_engine, session_scope, upgrade_database
 from tests.service.test_background import FakeDispatcher, FakeRuns, _new_study, _settings
 
 

@@ -25,8 +25,9 @@ import sqlalchemy as sa
 import yaml
 
 from service.processes import ManagedProcess, free_port
-from service.store import Study, create_study, record_trial, session_scope
-from tests.service.conftest import API_TOKEN, AUTH, QUICK_SPEC_YAML
+from studies.store import Study, create_study, record_trial, session_scope
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import API_TOKEN, AUTH
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 import service.cli as cli
 import service.client as api_client
-from service.store import record_trial, session_scope, set_study_runtime, set_study_status
-from tests.service.conftest import API_TOKEN, QUICK_SPEC_YAML
+from studies.store import record_trial, session_scope, set_study_runtime, set_study_status
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import API_TOKEN
 
 runner = CliRunner()
 

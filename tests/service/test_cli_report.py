@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import service.cli as cli
 import service.client as api_client
-from service.store import record_trial, session_scope
 from studies.catalog import spec_path
+from studies.store import record_trial, session_scope
 from tests.service.conftest import API_TOKEN, AUTH
 
 runner = CliRunner()

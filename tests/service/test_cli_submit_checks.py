@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import service.cli as cli
 import service.client as api_client
-from tests.service.conftest import QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
 
 runner = CliRunner()
 

@@ -16,7 +16,8 @@ from service.app import create_app
 from service.host_check import AllowedHosts, host_name
 from service.settings import Settings
 from tests.docker.compose_plan import load_plan
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_ENV = {

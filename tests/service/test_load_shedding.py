@@ -15,8 +15,9 @@ from sqlalchemy import exc as sa_exc
 
 import service.routes.studies as studies_routes
 from service.load_shedding import DatabaseGate
-from service.store import list_studies
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import list_studies
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 YAML = {"Content-Type": "application/yaml", **AUTH}
 

@@ -15,8 +15,9 @@ import service.cli as cli
 from service.launcher import Origin, startup_banner
 from service.mlflow_links import TRAINING_VIEW_QUERY, mlflow_ui_url
 from service.settings import Settings
-from service.store import record_trial, session_scope, set_study_runtime, set_study_status
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import record_trial, session_scope, set_study_runtime, set_study_status
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 runner = CliRunner()
 EXPERIMENT = "7"

@@ -1,6 +1,6 @@
 """What a results page shows (service.results.choose_results): the studies and final-phase trials of a
 dataset, on a metric with its direction from the metric table; and the study driver's own results of a
-study (service.study_results.study_results) are the default page of that study (on SQLite and PostgreSQL).
+study (studies.store.results.study_results) are the default page of that study (on SQLite and PostgreSQL).
 The HTTP side is tested in tests/service/routes/test_results*.py."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 
 from service.errors import NoResultsError, UnknownDatasetError, UnknownMetricError
 from service.results import ALL_STUDIES, choose_results, results_table
-from service.store import create_study, record_trial, session_scope
-from service.study_results import study_results
 from studies.spec import load_spec
-from tests.service.conftest import QUICK_SPEC_YAML
+from studies.store import create_study, record_trial, session_scope
+from studies.store.results import study_results
+from tests.factories import QUICK_SPEC_YAML
 
 ACCURACY = {"autonorm_s": (0.95, 0.96, 0.94), "frozen_ln": (0.90, 0.91, 0.89), "dyt": (0.905, 0.90, 0.895)}
 

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import service.client as cli
-from service.store import record_trial, session_scope, set_study_runtime, set_study_status
 from studies.catalog import claim_ids
+from studies.store import record_trial, session_scope, set_study_runtime, set_study_status
 from tests.service.conftest import API_TOKEN
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "run_catalog.py"

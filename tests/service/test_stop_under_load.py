@@ -31,7 +31,7 @@ import psutil
 import pytest
 
 from service.processes import http_ok, private_serve_environment, wait_until
-from service.store import StudyStatus, list_studies, make_engine, session_scope
+from studies.store import StudyStatus, list_studies, make_engine, session_scope
 
 pytestmark = pytest.mark.slow
 

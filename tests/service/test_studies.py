@@ -10,7 +10,9 @@ import pytest
 
 from service.errors import ClusterUnavailableError
 from service.ports import ClusterUnreachableError, DispatchError, JobNotFoundError, JobState
-from service.store import (
+from service.studies import cancel_study
+from studies.spec import load_spec
+from studies.store import (
     InvalidStatusTransitionError,
     StudyStatus,
     create_study,
@@ -19,9 +21,7 @@ from service.store import (
     session_scope,
     set_study_status,
 )
-from service.studies import cancel_study
-from studies.spec import load_spec
-from tests.service.conftest import QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
 
 
 @dataclass

@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 import workers.trainable as trainable_module
 from service.local_stack import mlflow_server as mlflow_server_process
 from service.processes import free_port, http_ok, wait_until
-from service.store import (
+from studies.store import (
     create_study,
     list_trials,
     make_engine,

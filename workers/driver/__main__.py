@@ -21,7 +21,7 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 def run_in_process(argv: list[str] | None = None) -> None:
     """Be the study's driver: parse the job's arguments, then run the study to its end."""
-    from service.store import make_engine
+    from studies.store import make_engine
     from workers.driver.study import DriverContext, run_study
 
     parser = argparse.ArgumentParser(prog="python -m workers.driver", description=__doc__)

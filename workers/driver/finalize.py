@@ -8,8 +8,8 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
-from service.store import fill_trial_mlflow_run, list_trials, session_scope
 from studies.numbers import is_finite_number
+from studies.store import fill_trial_mlflow_run, list_trials, session_scope
 from workers.driver.recorder import seed_results, tune_bookkeeping_keys
 from workers.driver.trainable_entry import DRIVER_ONLY_KEYS
 from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config

@@ -132,8 +132,8 @@ def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, 
     Best-effort: the database and MLflow both hold the results already, so any failure (a tracking
     outage, a locked database) is logged as a warning and never raised to the study.
     """
-    from service.store import session_scope
-    from service.study_results import study_results
+    from studies.store import session_scope
+    from studies.store.results import study_results
     from studies.tables.render_evidence_svg import evidence_figures, standalone_svg
     from studies.tables.render_html import to_html
     from studies.tables.render_svg import forest_plot_svg

@@ -15,7 +15,7 @@ from ray.tune import Callback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from sqlalchemy.engine import Engine
 
-from service.store import (
+from studies.store import (
     TrialStatus,
     fill_trial_mlflow_run,
     make_engine,

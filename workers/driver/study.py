@@ -27,7 +27,8 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
-from service.store import (
+from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
+from studies.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
     StudyStatus,
@@ -36,7 +37,6 @@ from service.store import (
     set_study_runtime,
     set_study_status,
 )
-from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
 from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts

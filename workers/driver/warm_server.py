@@ -67,7 +67,7 @@ PRELOADED_MODULES = (
     "mlflow.tracking._tracking_service.utils",
     "mlflow.utils.rest_utils",
     "sqlalchemy.dialects.sqlite",
-    "service.study_results",
+    "studies.store.results",
     "studies.report",
     "studies.stats",
     "scipy.stats",

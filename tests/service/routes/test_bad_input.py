@@ -8,7 +8,8 @@ import json
 import pytest
 import yaml
 
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 JSON = {"Content-Type": "application/json", **AUTH}
 YAML = {"Content-Type": "application/yaml", **AUTH}

@@ -8,9 +8,10 @@ import json
 import pytest
 import yaml
 
-from service.store import record_trial, record_trial_epoch, session_scope, set_study_runtime, set_study_status
 from studies.catalog import spec_path
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import record_trial, record_trial_epoch, session_scope, set_study_runtime, set_study_status
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 CIFAR10_SMOKE = spec_path("cifar10_autonorm_s_beats_frozen_ln", "smoke")
 RANK_SMOKE = spec_path("rank_post_norm_collapse", "smoke")

@@ -9,8 +9,9 @@ import json
 import pytest
 import yaml
 
-from service.store import record_trial, session_scope
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import record_trial, session_scope
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 # Test accuracy per method and seed: autonorm_s beats frozen_ln on every seed, dyt is level with it.
 ACCURACY = {

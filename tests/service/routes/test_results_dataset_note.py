@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from service.store import record_trial, session_scope
+from studies.store import record_trial, session_scope
 from studies.tables.dataset_notes import DATASET_NOTES
 from tests.service.conftest import AUTH
 

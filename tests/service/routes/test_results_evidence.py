@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from service.store import record_trial, record_trial_epoch, session_scope
+from studies.store import record_trial, record_trial_epoch, session_scope
 from tests.service.conftest import AUTH
 
 SPEC = {

@@ -8,7 +8,8 @@ import json
 import pytest
 import yaml
 
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 from tests.service.routes.test_results import _record, finished_study  # noqa: F401 (the fixture, shared)
 
 

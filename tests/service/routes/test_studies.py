@@ -10,8 +10,8 @@ import sqlalchemy as sa
 import yaml
 
 import service.studies as studies_service
-from service.store import engine as engine_module
-from service.store import (
+from studies.store import engine as engine_module
+from studies.store import (
     get_study,
     list_studies,
     record_trial,
@@ -19,7 +19,8 @@ from service.store import (
     set_study_runtime,
     set_study_status,
 )
-from tests.service.conftest import API_TOKEN, AUTH, QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import API_TOKEN, AUTH
 
 YAML = {"Content-Type": "application/yaml", **AUTH}
 JSON = {"Content-Type": "application/json", **AUTH}

@@ -8,8 +8,9 @@ import time
 
 import yaml
 
-from service.store import create_study_once, list_studies, session_scope
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import create_study_once, list_studies, session_scope
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 SPEC = yaml.safe_load(QUICK_SPEC_YAML)
 

@@ -6,8 +6,9 @@ import json
 
 import yaml
 
-from service.store import end_attempt, record_attempt, session_scope, set_study_status
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from studies.store import end_attempt, record_attempt, session_scope, set_study_status
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 JSON = {"Content-Type": "application/json", **AUTH}
 

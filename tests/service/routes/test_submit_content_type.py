@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service.conftest import AUTH, QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
+from tests.service.conftest import AUTH
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "text/plain; charset=utf-8", "TEXT/PLAIN"])

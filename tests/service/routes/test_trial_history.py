@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from service.store import record_trial, record_trial_epoch, session_scope
+from studies.store import record_trial, record_trial_epoch, session_scope
 from tests.service.conftest import AUTH
 
 SPEC = {

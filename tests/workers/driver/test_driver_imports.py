@@ -27,7 +27,7 @@ def test_the_driver_and_its_tune_callbacks_import_without_torch():
 def test_the_driver_defers_what_it_needs_only_at_the_end_or_never():
     # The results code (scipy's statistics, through studies.report and studies.tables) runs when the study
     # ends, and migrations never run in a driver: importing either would lengthen every study's start.
-    deferred = ("alembic", "studies.report", "studies.stats", "studies.tables", "service.study_results")
+    deferred = ("alembic", "studies.report", "studies.stats", "studies.tables", "studies.store.results")
     assert _loaded_after("import workers.driver.study", f"m in {deferred!r}") == "[]"
 
 

@@ -14,7 +14,9 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from service.store import (
+from service.study_runs import StudyRuns
+from studies.spec import StudySpec
+from studies.store import (
     StudyStatus,
     create_study,
     get_study,
@@ -25,8 +27,6 @@ from service.store import (
     set_study_status,
     upgrade_database,
 )
-from service.study_runs import StudyRuns
-from studies.spec import StudySpec
 from workers.driver import study as driver_study
 from workers.driver.finalize import fill_missing_run_ids
 from workers.driver.parent_run import experiment_name

@@ -12,7 +12,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.store import (
+from studies.store import (
     create_study,
     make_engine,
     record_trial,

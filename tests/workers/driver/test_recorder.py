@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import ray.cloudpickle as cloudpickle
 
-from service.store import (
+from studies.store import (
     create_study,
     list_trials,
     make_engine,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from service.store._studies import _close_running_trials, _get_row, _progress_for
-from service.store.status import TrialStatus, driver_died_error
-from service.store.tables import Study, StudyAttempt, utcnow
-from service.store.views import StudyView
+from studies.store._studies import _close_running_trials, _get_row, _progress_for
+from studies.store.status import TrialStatus, driver_died_error
+from studies.store.tables import Study, StudyAttempt, utcnow
+from studies.store.views import StudyView
 
 __all__ = ["end_attempt", "record_attempt"]
 

@@ -14,15 +14,15 @@ import pytest
 import sqlalchemy as sa
 
 from service.processes import free_port, wait_until
-from service.store import make_engine, upgrade_database
-from tests.service.postgres_server import (
+from studies.store import make_engine, upgrade_database
+from tests.postgres_server import (
     PostgresUnavailableError,
     postgres_for_tests,
     process_exists,
     something_listens,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _nothing_listens_url() -> str:
@@ -84,7 +84,7 @@ def test_the_postgres_tests_pass_on_the_server_the_suite_starts_and_it_is_stoppe
             "no:cacheprovider",
             "-m",
             "postgres",
-            "tests/service/store/test_migrations.py",
+            "tests/studies/store/test_migrations.py",
         ],
         cwd=REPO,
         env=env,

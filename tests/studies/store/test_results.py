@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.study_results import planned_seeds
 from studies.spec import load_spec
+from studies.store.results import planned_seeds
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "studies" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "studies" / "examples"
 
 
 def test_a_tuned_study_plans_its_seeds_per_method():

@@ -7,7 +7,7 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from service.store import (
+from studies.store import (
     InvalidTrialError,
     StudyNotFoundError,
     TrialKeyConflictError,

@@ -1,11 +1,11 @@
-"""Alembic environment: runs the migrations online on an engine built by service.store.make_engine."""
+"""Alembic environment: runs the migrations online on an engine built by studies.store.make_engine."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from service.store.engine import make_engine
-from service.store.tables import Base
+from studies.store.engine import make_engine
+from studies.store.tables import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -28,7 +28,7 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     url = config.get_main_option("sqlalchemy.url")
-    if url is None:  # service.store.migrate sets it; alembic run by hand needs it in alembic.ini
+    if url is None:  # studies.store.migrate sets it; alembic run by hand needs it in alembic.ini
         raise RuntimeError("no sqlalchemy.url in the Alembic config")
     engine = make_engine(url)
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from service.store import engine as engine_module
-from service.store import make_engine, normalize_database_url, session_scope
+from studies.store import engine as engine_module
+from studies.store import make_engine, normalize_database_url, session_scope
 
 
 def test_sqlite_engines_use_wal_a_busy_timeout_and_foreign_keys(tmp_path):

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from service.store import Base, make_engine, upgrade_database
+from studies.store import Base, make_engine, upgrade_database
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_the_migrated_schema_matches_the_orm_tables_exactly(database_url):
 def test_a_database_at_0001_upgrades_to_head_keeping_its_rows_and_downgrades_back(database_url):
     from alembic import command
 
-    from service.store.migrate import alembic_config
+    from studies.store.migrate import alembic_config
 
     upgrade_database(database_url, revision="0001")
     engine = make_engine(database_url)

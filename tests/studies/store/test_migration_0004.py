@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from service.store import get_study, make_engine, session_scope, upgrade_database
-from service.store.migrate import alembic_config
+from studies.store import get_study, make_engine, session_scope, upgrade_database
+from studies.store.migrate import alembic_config
 
 
 @pytest.fixture

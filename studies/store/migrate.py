@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.store.engine import normalize_database_url
+from studies.store.engine import normalize_database_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "upgrade_database"]
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(database_url: str) -> Config:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.store import (
+from studies.spec import load_spec
+from studies.store import (
     create_study,
     end_attempt,
     get_study,
@@ -19,8 +20,7 @@ from service.store import (
     set_study_runtime,
     set_study_status,
 )
-from studies.spec import load_spec
-from tests.service.conftest import QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
 
 
 def _running_study(engine, job="job-1") -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from service.store import (
+from studies.spec import load_spec
+from studies.store import (
     InvalidStatusTransitionError,
     StudyNotFoundError,
     StudyProgress,
@@ -20,8 +21,7 @@ from service.store import (
     set_study_status,
     study_progress,
 )
-from studies.spec import load_spec
-from tests.service.conftest import QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
 
 
 def _new_study(engine, **changes):
@@ -187,7 +187,7 @@ def test_progress_counts_trials_by_outcome_against_the_plan(engine):
 
 def test_progress_never_counts_more_done_than_planned():
     # A guard only: the one known way to record a planned trial twice (a trial lost with its driver and
-    # run again under a new key) is counted as lost, not done (tests/service/store/test_attempts.py).
+    # run again under a new key) is counted as lost, not done (tests/studies/store/test_attempts.py).
     progress = StudyProgress(planned=3, running=0, succeeded=3, failed=1, cancelled=0)
     assert (progress.done, progress.fraction) == (3, 1.0)
 

@@ -5,9 +5,9 @@ Use one `session_scope(engine)` per unit of work (`readonly=True` when it only r
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
-from service.store._attempts import end_attempt, record_attempt
-from service.store._epochs import record_trial_epoch, study_histories, trial_history
-from service.store._studies import (
+from studies.store._attempts import end_attempt, record_attempt
+from studies.store._epochs import record_trial_epoch, study_histories, trial_history
+from studies.store._studies import (
     create_study,
     create_study_once,
     get_study,
@@ -18,9 +18,9 @@ from service.store._studies import (
     set_study_status,
     study_progress,
 )
-from service.store._trials import fill_trial_mlflow_run, list_trials, record_trial
-from service.store.engine import make_engine, normalize_database_url, read_only, session_scope
-from service.store.errors import (
+from studies.store._trials import fill_trial_mlflow_run, list_trials, record_trial
+from studies.store.engine import make_engine, normalize_database_url, read_only, session_scope
+from studies.store.errors import (
     IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
     InvalidTrialError,
@@ -29,10 +29,10 @@ from service.store.errors import (
     TrialKeyConflictError,
     TrialNotFoundError,
 )
-from service.store.migrate import upgrade_database
-from service.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from service.store.tables import Base, Study, StudyAttempt, Trial, TrialEpoch
-from service.store.views import AttemptView, StudyProgress, StudyView, TrialView
+from studies.store.migrate import upgrade_database
+from studies.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
+from studies.store.tables import Base, Study, StudyAttempt, Trial, TrialEpoch
+from studies.store.views import AttemptView, StudyProgress, StudyView, TrialView
 
 __all__ = [
     "ALLOWED_TRANSITIONS",

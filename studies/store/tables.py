@@ -2,7 +2,7 @@
 driver died, why), one row per trial (keyed by the driver's idempotent trial_key), and one row per reported
 epoch of a trial (its per-epoch history).
 
-The Alembic revisions in service/migrations create exactly these tables; a test compares the two.
+The Alembic revisions in studies/store/migrations create exactly these tables; a test compares the two.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from service.store.status import Phase, StudyStatus, TrialStatus
+from studies.store.status import Phase, StudyStatus, TrialStatus
 
 __all__ = ["Base", "Study", "StudyAttempt", "Trial", "TrialEpoch", "utcnow"]
 

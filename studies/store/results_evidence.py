@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.store import Phase, TrialView, study_histories
 from studies.evidence import DEFAULT_PLACEMENT, Evidence, EvidenceTrial, build_evidence
+from studies.store import Phase, TrialView, study_histories
 
 __all__ = ["RESULT_PHASES", "evidence_trial", "results_evidence"]
 

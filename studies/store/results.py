@@ -13,10 +13,10 @@ from typing import TypeGuard
 
 from sqlalchemy.orm import Session
 
-from service.results_evidence import RESULT_PHASES, results_evidence
-from service.store import StudyView, TrialView, get_study, list_trials
 from studies.evidence import Evidence
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
+from studies.store import StudyView, TrialView, get_study, list_trials
+from studies.store.results_evidence import RESULT_PHASES, results_evidence
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
 from studies.tables.build import PlanKey
 from studies.tables.dataset_notes import dataset_note

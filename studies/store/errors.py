@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.store.status import TERMINAL_STATUSES
+from studies.store.status import TERMINAL_STATUSES
 
 __all__ = [
     "IdempotencyKeyReusedError",

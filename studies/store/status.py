@@ -67,7 +67,7 @@ def outcome_of_running_trials(
     return None
 
 
-# How the error of a trial that ended with its dead driver begins (service.store.end_attempt). A trial that
+# How the error of a trial that ended with its dead driver begins (studies.store.end_attempt). A trial that
 # keeps it was lost with that driver: the next attempt runs its work again (resumed under its own key, or,
 # when it had missed Tune's last snapshot, as a new trial), so study progress counts it as lost, not done.
 DRIVER_DIED = "the study's driver died"

@@ -14,15 +14,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from service.store._trials import _domain, _json_safe, _many
-from service.store.errors import (
+from studies.store._trials import _domain, _json_safe, _many
+from studies.store.errors import (
     InvalidTrialError,
     StudyNotFoundError,
     TrialKeyConflictError,
     TrialNotFoundError,
 )
-from service.store.status import Phase
-from service.store.tables import Study, Trial, TrialEpoch, utcnow
+from studies.store.status import Phase
+from studies.store.tables import Study, Trial, TrialEpoch, utcnow
 
 __all__ = ["record_trial_epoch", "study_histories", "trial_history"]
 

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
-from service.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
-from service.store.status import Phase, TrialStatus, outcome_of_running_trials
-from service.store.tables import Study, Trial, utcnow
-from service.store.views import TrialView
+from studies.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
+from studies.store.status import Phase, TrialStatus, outcome_of_running_trials
+from studies.store.tables import Study, Trial, utcnow
+from studies.store.views import TrialView
 
 __all__ = ["list_trials", "record_trial"]
 

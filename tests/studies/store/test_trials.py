@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.store import (
+from studies.spec import load_spec
+from studies.store import (
     InvalidTrialError,
     StudyNotFoundError,
     TrialKeyConflictError,
@@ -14,8 +15,7 @@ from service.store import (
     record_trial,
     session_scope,
 )
-from studies.spec import load_spec
-from tests.service.conftest import QUICK_SPEC_YAML
+from tests.factories import QUICK_SPEC_YAML
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_concurrent_writers_from_separate_engines_lose_no_trial(database_url, en
     # The API and the study drivers are separate processes with their own engines; none may fail on a lock.
     import threading
 
-    from service.store import make_engine
+    from studies.store import make_engine
 
     failures: list[BaseException] = []
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, overload
 
-from service.store.tables import Study, StudyAttempt, Trial
+from studies.store.tables import Study, StudyAttempt, Trial
 
 __all__ = ["AttemptView", "StudyProgress", "StudyView", "TrialView"]
 

@@ -10,8 +10,9 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
-from service.store.status import (
+from studies.spec import StudySpec
+from studies.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
+from studies.store.status import (
     ALLOWED_TRANSITIONS,
     DRIVER_DIED,
     TERMINAL_STATUSES,
@@ -19,9 +20,8 @@ from service.store.status import (
     TrialStatus,
     outcome_of_running_trials,
 )
-from service.store.tables import Study, Trial, utcnow
-from service.store.views import StudyProgress, StudyView
-from studies.spec import StudySpec
+from studies.store.tables import Study, Trial, utcnow
+from studies.store.views import StudyProgress, StudyView
 
 __all__ = [
     "create_study",

@@ -7,8 +7,8 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from service.store import make_engine, upgrade_database
-from service.store.migrate import alembic_config
+from studies.store import make_engine, upgrade_database
+from studies.store.migrate import alembic_config
 
 
 @pytest.fixture
