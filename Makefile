@@ -15,7 +15,7 @@ TEST_WORKERS ?= auto
 FAST_TIMEOUT_S ?= 120
 FAST_MARKERS := not slow and not process and not postgres and not docker and not triton_interp
 
-.PHONY: help install run demo test test-fast bench bench-gpu data-offline lint format clean
+.PHONY: help install run demo test test-fast bench bench-gpu data-offline browser lint format clean
 
 help:
 	@echo "make run           start MLflow + local Ray head + API on 127.0.0.1 (Ctrl-C stops all)"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
 	@echo "make bench-gpu     on a CUDA machine with torch (no venv): the GPU benchmarks into gpu-bench/, ~8 min"
 	@echo "make data-offline  install the offline dataset sources (science.md section 5)"
+	@echo "make browser       install Chromium for the browser tests (Debian package; they skip without one)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,7 +45,11 @@ demo: $(STAMP) data-offline
 data-offline: $(STAMP)
 	VENV=$(VENV) bash scripts/install_offline_data.sh
 
-test: $(STAMP) data-offline
+# The Chromium the browser tests drive (Debian's package, as root or with sudo; they skip without one).
+browser:
+	bash scripts/install_browser.sh
+
+test: $(STAMP) data-offline browser
 	VENV=$(VENV) NORMLAB_TEST_WORKERS=$(TEST_WORKERS) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 test-fast: $(STAMP) data-offline

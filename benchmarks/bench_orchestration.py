@@ -347,8 +347,8 @@ def timed(name, action):
     marks[name] = time.perf_counter() - started
     return value
 timed("import ray.tune", lambda: __import__("ray.tune"))
-timed("import workers.trainable", lambda: __import__("workers.trainable"))
-timed("import workers.driver.trainable_entry", lambda: __import__("workers.driver.trainable_entry"))
+timed("import workers.trials.trainable", lambda: __import__("workers.trials.trainable"))
+timed("import workers.trials.entry", lambda: __import__("workers.trials.entry"))
 import torch
 torch.set_num_threads(1)
 from workers.data import get_dataset
@@ -395,7 +395,7 @@ def mlflow_start_costs(repeats: int = 5) -> dict[str, float]:
     from mlflow.tracking import MlflowClient
 
     from benchmarks.bench_training import mlflow_server
-    from workers.tracking import TrialTracker
+    from workers.tracking.tracker import TrialTracker
 
     waits: dict[str, list[float]] = {"MLflow run, waited for": [], "MLflow run, created by the thread": []}
     with tempfile.TemporaryDirectory(prefix="bench-orch-mlflow-") as tmp, mlflow_server(Path(tmp)) as uri:

@@ -29,7 +29,7 @@ import torch
 import workers.training.loop as loop_module
 from service.local_stack import mlflow_server as mlflow_server_process
 from service.processes import free_port
-from workers.tracking import TrialTracker
+from workers.tracking.tracker import TrialTracker
 from workers.training import TrainConfig, run_training
 
 METHODS = ("frozen_ln", "autonorm_s")

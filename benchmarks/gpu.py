@@ -343,10 +343,10 @@ def packed_seed_batches(
     sizes: Sizes, device: Any, method: str, k: int, log: Callable[[str], None], *, compile: str = "none"
 ) -> dict:
     """k-seed trial processes on one GPU, as many as `resources.gpu: auto` would pack: one process is
-    started and its peak memory measured, the driver's rule (workers.driver.trial_plan.gpu_share_for)
+    started and its peak memory measured, the driver's rule (workers.trials.plan.gpu_share_for)
     turns the peak into trials per GPU, the rest are started, and all step one common timed window.
     With `compile`, each process compiles its step (the first one cold, the others from its caches)."""
-    from workers.driver.trial_plan import gpu_share_for
+    from workers.trials.plan import gpu_share_for
 
     command = [
         sys.executable, "-m", "benchmarks.gpu_seed_batch", "--serve", "--preset", sizes.preset,

@@ -19,6 +19,7 @@ from service.host_check import AllowedHosts, HostCheckMiddleware
 from service.ports import Dispatcher
 from service.routes import health_router, reports_router, results_router, studies_router
 from service.settings import Settings, get_settings
+from service.web import router as web_router
 from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
 from studies.store import make_engine, upgrade_database
 
@@ -72,6 +73,8 @@ def create_app(
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s)  # stalled bodies: 408
     app.add_middleware(HostCheckMiddleware, allowed=AllowedHosts.for_settings(settings))  # DNS rebinding
     app.include_router(health_router)
+    # The pages before the JSON routes: `/studies/{id}` answers a browser with its page, anyone else with JSON.
+    app.include_router(web_router)
     app.include_router(studies_router)
     app.include_router(results_router)
     app.include_router(reports_router)

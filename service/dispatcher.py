@@ -102,13 +102,13 @@ class RayJobDispatcher:
         return job_id
 
     def warm_trial_hosts(self) -> str:
-        """Start the cluster's warm trial hosts (workers.trial_host) in a short job of their own, when the
+        """Start the cluster's warm trial hosts (workers.trials.host) in a short job of their own, when the
         cluster has no GPU; returns the job's submission id. The job waits until they are ready and ends."""
         client = self._client()
         job_id = f"normlab-warm-trial-hosts-{uuid.uuid4().hex[:8]}"
         try:
             client.submit_job(
-                entrypoint=f"{shlex.quote(self.python)} -m workers.trial_relay",
+                entrypoint=f"{shlex.quote(self.python)} -m workers.trials.relay",
                 submission_id=job_id,
                 runtime_env={"env_vars": dict(self.driver_env)},
                 entrypoint_num_cpus=0,

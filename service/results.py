@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from studies.store import results as study_results
 from service.errors import NoResultsError, UnknownDatasetError, UnknownMetricError
 from service.mlflow_links import mlflow_ui_url
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
 from studies.store import StudyView, get_study, list_studies, list_trials
+from studies.store import results as study_results
 from studies.store.results import ResultsSelection, select_results, selection_evidence, stored_metric_names
 from studies.store.results_evidence import RESULT_PHASES
 from studies.tables import ResultsTable

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     # `resume` submits a driver that continues them from their Tune storage (not counted against
     # max_study_attempts), `cancel` cancels them.
     interrupted_studies: Literal["resume", "cancel"] = "resume"
-    # CPU trials train on warm trial hosts (workers.trial_host): per node, long-lived processes that keep
+    # CPU trials train on warm trial hosts (workers.trials.host): per node, long-lived processes that keep
     # torch and the loaded datasets between studies. On a cluster without GPUs the service starts them
     # when it starts. False: every trial trains in its own Tune trial process, as GPU trials always do.
     trial_hosts: bool = True

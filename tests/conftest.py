@@ -7,6 +7,8 @@ collection, so a new test gets the right one from what it uses rather than from 
 - `process`: the test starts processes, itself or through a fixture: a fixture in PROCESS_FIXTURES
   (MLflow, Ray, `normlab serve`, PostgreSQL), a module in PROCESS_MODULES, or code of its own (the test
   function, a fixture or a helper under tests/ that it calls) that starts `sys.executable`.
+- `browser`: the test drives the pages in headless Chromium (tests/browser.py; it skips, saying why,
+  where no Chromium or Playwright is found); such a test is `process` and `serial` too.
 - `triton_interp`: the Triton kernel tests, which run under Triton's interpreter (minutes) without CUDA.
 - `serial`: the test starts Ray or the whole stack, or holds a server to time bounds (under load, in an
   outage, while it stops): `make test` runs these one after another, after the rest has run on every
@@ -29,7 +31,11 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 
 # Fixtures that start a server process (or a cluster) for the tests that use them.
-PROCESS_FIXTURES = frozenset({"mlflow_server", "ray_cluster", "running_service", "postgres_server"})
+PROCESS_FIXTURES = frozenset(
+    {"mlflow_server", "ray_cluster", "running_service", "postgres_server", "chromium"}
+)
+# Fixtures that drive a real browser (tests/browser.py): headless Chromium, its own processes.
+BROWSER_FIXTURES = frozenset({"chromium"})
 # Modules whose tests start processes through product code the check below does not read: an embedded
 # PostgreSQL, the local stack, torch.compile (Inductor compiles in a pool of worker processes: tens of
 # seconds a test on 2 cores).
@@ -46,14 +52,15 @@ TRITON_INTERPRETER_MODULES = frozenset(
 )
 # Tests that start Ray or `normlab serve`, or hold a server to time bounds under load, in an outage or
 # while it stops: one at a time, each with the machine to itself.
-SERIAL_FIXTURES = frozenset({"ray_cluster", "running_service"})
+# A browser test waits on a live page against a real server: on a busy machine its waits would stretch.
+SERIAL_FIXTURES = frozenset({"ray_cluster", "running_service", "chromium"})
 SERIAL_PATHS = (
     "e2e/",
     "service/test_local_stack.py",
     "service/test_stop_under_load.py",
     "service/test_burst.py",
     "service/test_body_timeout.py",
-    "workers/test_tracking_outage.py",
+    "workers/tracking/test_outage.py",
 )
 
 
@@ -64,6 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & PROCESS_FIXTURES or path in PROCESS_MODULES or _starts_processes(item):
             item.add_marker(pytest.mark.process)
+        if fixtures & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
         if interpreted_triton and path in TRITON_INTERPRETER_MODULES:
             item.add_marker(pytest.mark.triton_interp)
         if fixtures & SERIAL_FIXTURES or path.startswith(SERIAL_PATHS):
@@ -155,4 +164,4 @@ def _all_names(code: types.CodeType) -> set[str]:
     return names
 
 
-pytest_plugins = ["tests.database"]
+pytest_plugins = ["tests.database", "tests.browser"]

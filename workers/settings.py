@@ -8,7 +8,7 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
                           workers.data.locations.ptb_wsj_dir, never downloaded)
     DATABASE_URL          the study database (the driver records trials there)
     MLFLOW_TRACKING_URI   the MLflow server
-    NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trial_host); 0: each in
+    NORMLAB_TRIAL_HOSTS   1 (default): CPU trials train on warm trial hosts (workers.trials.host); 0: each in
                           its own Tune trial process
     NORMLAB_TRAIN_AHEAD   1 (default): on a warm trial host, a trial that no scheduler can stop early trains
                           its next epoch while Tune takes its report; 0: it waits for Tune after every epoch

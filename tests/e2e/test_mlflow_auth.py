@@ -24,8 +24,8 @@ from service.processes import free_port, http_ok, wait_until
 from service.stack_probe import Answer, mlflow_answer, mlflow_auth_headers
 from service.study_runs import StudyRuns
 from tests.process_groups import stop_process_group
-from workers.tracking import tracker_from_trial_config
-from workers.tracking_spool import journal_paths
+from workers.tracking.spool import journal_paths
+from workers.tracking.tracker import tracker_from_trial_config
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = REPO / "docker" / "mlflow_entrypoint.py"

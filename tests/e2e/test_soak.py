@@ -27,7 +27,7 @@ from tests.e2e.conftest import (
     trial_processes,
 )
 from tests.e2e.specs import GRID_METHODS, GRID_SEEDS, two_method_grid
-from workers.tracking import CLOSE_TIMEOUT_S
+from workers.tracking.tracker import CLOSE_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ from sqlalchemy.engine import Engine
 from studies.numbers import is_finite_number
 from studies.store import fill_trial_mlflow_run, list_trials, session_scope
 from workers.driver.recorder import seed_results, tune_bookkeeping_keys
-from workers.driver.trainable_entry import DRIVER_ONLY_KEYS
-from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config
-from workers.tracking import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run, find_trial_run
-from workers.tracking_delivery import deliver_spool, spool_trial_history
+from workers.tracking.delivery import deliver_spool, spool_trial_history
+from workers.tracking.tracker import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run, find_trial_run
+from workers.trials.entry import DRIVER_ONLY_KEYS
+from workers.trials.keys import SEEDS_KEY, flatten_trial_config
 
 __all__ = ["fill_missing_run_ids", "finalize_mlflow_runs", "reported_history"]
 
@@ -96,7 +96,7 @@ def fill_missing_run_ids(client: MlflowClient, experiment_id: str, *, engine: En
 
 
 def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[str, Any]:
-    """The config one seed's tracker was built from (workers.trainable), for its run's tags and params."""
+    """The config one seed's tracker was built from (workers.trials.trainable), for its run's tags and params."""
     dropped = {SEEDS_KEY, "seed_trial_keys", *DRIVER_ONLY_KEYS}
     return {**{k: v for k, v in config.items() if k not in dropped}, "seed": seed, "trial_key": trial_key}
 

@@ -23,10 +23,10 @@ from studies.store import (
     record_trial_epoch,
     session_scope,
 )
-from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY
-from workers.driver.trial_keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
-from workers.tracking import find_trial_run
+from workers.tracking.tracker import find_trial_run
 from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
+from workers.trials.entry import MAY_STOP_EARLY_KEY
+from workers.trials.keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
 
 __all__ = [
     "TrialRecorder",

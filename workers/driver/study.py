@@ -42,14 +42,14 @@ from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
-from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY, study_trial
-from workers.driver.trial_keys import SEEDS_KEY, VARIANT_KEY
-from workers.driver.trial_plan import TrialPlan, plan_trials, seed_batches
 from workers.settings import WorkerSettings
-from workers.tracking import SPOOL_DIR_KEY
-from workers.tracking_spool import SPOOL_DIR_NAME
+from workers.tracking.spool import SPOOL_DIR_NAME
+from workers.tracking.tracker import SPOOL_DIR_KEY
 from workers.training.config import CHECKPOINT_EVERY_KEY, ORCHESTRATION_KEYS
-from workers.trial_relay import warm_trial_hosts_for_study
+from workers.trials.entry import MAY_STOP_EARLY_KEY, study_trial
+from workers.trials.keys import SEEDS_KEY, VARIANT_KEY
+from workers.trials.plan import TrialPlan, plan_trials, seed_batches
+from workers.trials.relay import warm_trial_hosts_for_study
 
 __all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "open_parent_run", "run_study"]
 
@@ -256,7 +256,7 @@ def check_cluster_fits(plan: TrialPlan) -> None:
 
 
 def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
-    """The study's TrialPlan (workers.driver.trial_plan), measuring a trial on a GPU node when `gpu` is auto."""
+    """The study's TrialPlan (workers.trials.plan), measuring a trial on a GPU node when `gpu` is auto."""
 
     def measure_peak(seeds_per_trial: int) -> tuple[int, int]:
         probes = probe_trial_configs(spec, base, seeds_per_trial)

@@ -42,8 +42,8 @@ ORCHESTRATION_KEYS = frozenset(
         "mlflow_tracking_uri",
         "mlflow_experiment_id",
         "mlflow_parent_run_id",
-        "mlflow_spool_dir",  # where the tracker journals what MLflow has not taken yet (workers.tracking)
-        CHECKPOINT_EVERY_KEY,  # the trial's checkpoint schedule (workers.trainable)
+        "mlflow_spool_dir",  # where the tracker journals what MLflow has not taken yet (workers.tracking.tracker)
+        CHECKPOINT_EVERY_KEY,  # the trial's checkpoint schedule (workers.trials.trainable)
         # A seed-batched trial: the seeds it trains together and each one's own trial key.
         "seeds",
         "seed_trial_keys",

@@ -18,8 +18,8 @@ def _loaded_after(imports: str, watched: str) -> str:
 
 def test_the_driver_and_its_tune_callbacks_import_without_torch():
     imports = (
-        "import workers.driver.study, workers.driver.recorder, workers.driver.trainable_entry\n"
-        "import workers.driver.trial_plan, workers.tracking"
+        "import workers.driver.study, workers.driver.recorder, workers.trials.entry\n"
+        "import workers.trials.plan, workers.tracking.tracker"
     )
     assert _loaded_after(imports, "m == 'torch' or m.startswith('torch.')") == "[]"
 

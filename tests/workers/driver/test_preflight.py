@@ -7,7 +7,7 @@ import pytest
 
 from studies.spec import StudySpec
 from workers.driver import study as driver_study
-from workers.driver.trial_plan import TrialPlan
+from workers.trials.plan import TrialPlan
 
 SPEC = {
     "name": "fit",

@@ -305,7 +305,7 @@ def test_the_train_ahead_mark_is_not_part_of_a_trials_stored_config(database):
 
 @dataclass
 class FakeRunLookup:
-    """Stands in for workers.tracking.find_trial_run: every trial has a run named after its key, or MLflow
+    """Stands in for workers.tracking.tracker.find_trial_run: every trial has a run named after its key, or MLflow
     fails while `down`."""
 
     down: bool = False

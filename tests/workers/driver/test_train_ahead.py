@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-import workers.trial_relay
+import workers.trials.relay
 from studies.spec import StudySpec
 from tests.workers.driver.conftest import Stop
 from tests.workers.driver.test_trial_reuse import CPU_PLAN, CTX, METRIC, SPEC
 from workers.driver import study as driver_study
-from workers.driver import trainable_entry
-from workers.driver.trainable_entry import MAY_STOP_EARLY_KEY, trains_ahead
 from workers.settings import WorkerSettings
+from workers.trials import entry as trainable_entry
+from workers.trials.entry import MAY_STOP_EARLY_KEY, trains_ahead
 
 
 def _suggested(tuners, spec: dict) -> list[dict]:
@@ -79,7 +79,7 @@ def test_the_trial_process_tells_its_host_to_train_ahead_and_keeps_the_mark_out_
         handed.append((config, train_ahead))
         return True
 
-    monkeypatch.setattr(workers.trial_relay, "run_on_trial_host", run_on_trial_host)
+    monkeypatch.setattr(workers.trials.relay, "run_on_trial_host", run_on_trial_host)
     for may_stop_early in (False, True):
         variant = {"method": "dyt", "seed": 1, MAY_STOP_EARLY_KEY: may_stop_early}
         trainable_entry.study_trial({"study_id": "s1", "phase": "final", "variant": variant})

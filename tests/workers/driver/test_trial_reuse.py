@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import workers.trainable
+import workers.trials.trainable
 from studies.spec import StudySpec
 from tests.workers.driver.conftest import Stop
 from workers.driver import study as driver_study
-from workers.driver import trainable_entry
 from workers.driver.method_search import StudySearch
-from workers.driver.trial_plan import TrialPlan
+from workers.trials import entry as trainable_entry
+from workers.trials.plan import TrialPlan
 
 SPEC = {
     "name": "reuse",
@@ -110,7 +110,7 @@ def test_concurrent_trials_is_unknown_without_ray(monkeypatch):
 def test_a_trial_process_waits_for_the_previous_trials_exit_before_tune_hands_it_the_next(monkeypatch):
     monkeypatch.delenv("TUNE_FUNCTION_THREAD_TIMEOUT_S", raising=False)
     seen = {}
-    monkeypatch.setattr(workers.trainable, "train_trial", lambda config: seen.update(config))
+    monkeypatch.setattr(workers.trials.trainable, "train_trial", lambda config: seen.update(config))
     config = {"study_id": "s1", "phase": "final", "variant": {"method": "dyt", "seed": 1, "group": None}}
     trainable_entry.study_trial(config)
     assert os.environ["TUNE_FUNCTION_THREAD_TIMEOUT_S"] == str(trainable_entry.REUSE_WAIT_S)

@@ -9,7 +9,7 @@ import pytest
 
 from studies.spec import StudySpec
 from workers.driver import study as driver_study
-from workers.driver.trial_plan import TrialPlan
+from workers.trials.plan import TrialPlan
 
 PLAN = TrialPlan(cpu=1.0, gpu=0.0, seeds_per_trial=1, gpu_reason="test")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from ray import tune
 
-from workers.driver.trial_keys import SEEDS_KEY, flatten_trial_config, seed_trial_keys, trial_key_for
 from workers.settings import WorkerSettings
-from workers.tracking_deadline import MLFLOW_REQUEST_LIMITS
+from workers.tracking.deadline import MLFLOW_REQUEST_LIMITS
+from workers.trials.keys import SEEDS_KEY, flatten_trial_config, seed_trial_keys, trial_key_for
 
 __all__ = [
     "DRIVER_ONLY_KEYS",
@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 # False where no scheduler can stop the trial before its last epoch (final and grid trials, tuning without
-# ASHA): a warm trial host may then train the next epoch while Tune takes a report (workers.trial_host).
+# ASHA): a warm trial host may then train the next epoch while Tune takes a report (workers.trials.host).
 # Absent (a trial restored from an older experiment) counts as True.
 MAY_STOP_EARLY_KEY = "may_stop_early"
 # Keys the driver uses for bookkeeping that the training config does not take.
@@ -31,12 +31,12 @@ DRIVER_ONLY_KEYS = ("group", MAY_STOP_EARLY_KEY)
 # With reuse_actors, Tune hands this process the next trial only after the last one's thread has ended, and
 # fails the NEXT trial when that takes longer than TUNE_FUNCTION_THREAD_TIMEOUT_S (Ray's default: 2 s).
 # An early-stopped (ASHA) trial ends only then, closing its MLflow run on the way out (bounded by
-# workers.tracking.CLOSE_TIMEOUT_S) and removing its checkpoint directory: a wide margin over both.
+# workers.tracking.tracker.CLOSE_TIMEOUT_S) and removing its checkpoint directory: a wide margin over both.
 REUSE_WAIT_S = 60
 
 
 def study_trial(config: dict[str, Any]) -> None:
-    from workers.trial_relay import run_on_trial_host
+    from workers.trials.relay import run_on_trial_host
 
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(REUSE_WAIT_S))
     for name, value in MLFLOW_REQUEST_LIMITS.items():
@@ -51,7 +51,7 @@ def study_trial(config: dict[str, Any]) -> None:
         flat.pop(key, None)
     if run_on_trial_host(flat, train_ahead=train_ahead):  # a warm host of this node trained it (CPU trials)
         return
-    from workers.trainable import train_trial  # imported in the worker: torch stays out of the driver
+    from workers.trials.trainable import train_trial  # imported in the worker: torch stays out of the driver
 
     train_trial(flat)
 

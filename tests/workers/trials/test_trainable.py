@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-import workers.trainable as trainable_module
-from tests.workers.trial_configs import TINY_TRIAL
-from workers.trainable import train_trial, trial_device, trial_num_threads
-from workers.trial_stop import TrialGone, closing_status
+import workers.trials.trainable as trainable_module
+from tests.workers.trials.trial_configs import TINY_TRIAL
+from workers.trials.stop import TrialGone, closing_status
+from workers.trials.trainable import train_trial, trial_device, trial_num_threads
 
 EPOCHS = 4
 

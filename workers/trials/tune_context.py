@@ -1,6 +1,6 @@
 """What a trial asks of its Ray Tune session: its reserved resources, the checkpoint to resume from, and
 where its reports go. Torch-free, so that a Tune trial that only relays a warm trial host's reports
-(workers.trial_relay) stays a light process."""
+(workers.trials.relay) stays a light process."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
-from workers.tracking import finalize_trial_run
-from workers.tracking_delivery import deliver_spool, spool_trial_history
-from workers.tracking_spool import RunJournal, TrialRunIdentity, journal_paths
+from workers.tracking.delivery import deliver_spool, spool_trial_history
+from workers.tracking.spool import RunJournal, TrialRunIdentity, journal_paths
+from workers.tracking.tracker import finalize_trial_run
 
 URI = "http://mlflow.test:5000"
 KEY = "s1/final/dyt/seed0"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workers.driver.trial_keys import flatten_trial_config, seed_trial_keys, trial_key_for, trial_seeds
+from workers.trials.keys import flatten_trial_config, seed_trial_keys, trial_key_for, trial_seeds
 
 
 def test_final_trials_are_keyed_by_method_and_seed_not_by_tunes_random_id():

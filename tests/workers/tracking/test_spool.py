@@ -3,7 +3,7 @@ import os
 
 from mlflow.entities import Metric
 
-from workers.tracking_spool import RunJournal, TrialRunIdentity, journal_paths, read_spooled_run
+from workers.tracking.spool import RunJournal, TrialRunIdentity, journal_paths, read_spooled_run
 
 IDENTITY = TrialRunIdentity(
     tracking_uri="http://127.0.0.1:5000",

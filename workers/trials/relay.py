@@ -1,4 +1,4 @@
-"""The Tune side of warm trial hosts (workers.trial_host): claim a free host on this node, hand it the
+"""The Tune side of warm trial hosts (workers.trials.host): claim a free host on this node, hand it the
 trial, relay its reports to Tune. Torch-free: a Tune trial that relays stays a light process."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from workers.driver.trial_plan import trials_run_on_cpu
 from workers.settings import WorkerSettings
 from workers.training.config import CHECKPOINT_EVERY_KEY, checkpoint_every_s_of
-from workers.trial_host import HostEvent, TrialHost, process_started_at
-from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
+from workers.trials.host import HostEvent, TrialHost, process_started_at
+from workers.trials.plan import trials_run_on_cpu
+from workers.trials.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
     "CLAIM_TIMEOUT_S",
@@ -103,7 +103,7 @@ def warm_trial_hosts_for_study(*, cpus_per_trial: float, gpu: float | str) -> No
 
 
 def main() -> None:
-    """`python -m workers.trial_relay`: the service's start-up job. On a cluster without GPUs, start one host
+    """`python -m workers.trials.relay`: the service's start-up job. On a cluster without GPUs, start one host
     per CPU of every node (for 1-CPU trials, the default) and wait until they are warm."""
     import ray
 
@@ -127,7 +127,7 @@ def run_on_trial_host(config: dict[str, Any], *, train_ahead: bool = False) -> b
     """Train this Tune trial on a warm host of its node. False, with nothing done, when hosts are switched
     off (NORMLAB_TRIAL_HOSTS=0), the trial has a GPU, or no host can take it: the caller then trains it in
     its own process. `train_ahead`: no scheduler can stop the trial early, so the host may train its next
-    epoch while Tune takes a report (workers.trial_host)."""
+    epoch while Tune takes a report (workers.trials.host)."""
     import ray
 
     if not ray.is_initialized() or not WorkerSettings.from_env().trial_hosts:

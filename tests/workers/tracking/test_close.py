@@ -1,5 +1,5 @@
 """A trial's end never waits on MLflow beyond CLOSE_TIMEOUT_S; what MLflow has not taken is journaled and
-delivered later. Unit tests of workers.tracking against a stand-in client that hangs like a paused server
+delivered later. Unit tests of workers.tracking.tracker against a stand-in client that hangs like a paused server
 (the real server, paused with SIGSTOP: test_tracking_outage)."""
 
 import threading
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from workers.tracking import CLOSE_TIMEOUT_S, TrialTracker, close_trackers, find_trial_run
-from workers.tracking_deadline import TrackingTimeoutError
-from workers.tracking_spool import RunJournal, journal_paths, read_spooled_run
+from workers.tracking.deadline import TrackingTimeoutError
+from workers.tracking.spool import RunJournal, journal_paths, read_spooled_run
+from workers.tracking.tracker import CLOSE_TIMEOUT_S, TrialTracker, close_trackers, find_trial_run
 
 # Slack for thread wake-ups on a loaded machine; far below the many minutes a paused server costs.
 SLACK_S = 2.0

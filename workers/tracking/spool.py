@@ -3,7 +3,7 @@
 A tracker appends every metric to its journal before queueing it for MLflow, and the status its trial
 closed with, so neither a tracking outage nor the death of the trial process loses them. The tracker
 removes its journal once MLflow holds everything; otherwise the journal stays in the spool directory for
-later delivery (workers.tracking_delivery). A tracker holds an exclusive lock (flock) on its journal for as
+later delivery (workers.tracking.delivery). A tracker holds an exclusive lock (flock) on its journal for as
 long as it may still write or deliver it: an unlocked journal belongs to a tracker that gave it up, or to
 a process that died, and whoever claims it may deliver it.
 

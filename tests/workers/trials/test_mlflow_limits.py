@@ -1,14 +1,14 @@
 """A trial process bounds MLflow's own request timeout and retries: its trackers retry by themselves, and
 MLflow's defaults let one request to an unreachable server take many minutes (unit test of
-workers.driver.trainable_entry)."""
+workers.trials.entry)."""
 
 from __future__ import annotations
 
 import pytest
 from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT
 
-import workers.trainable
-from workers.driver import trainable_entry
+import workers.trials.trainable
+from workers.trials import entry as trainable_entry
 
 CONFIG = {"study_id": "s1", "phase": "final", "variant": {"method": "dyt", "seed": 1}}
 
@@ -16,7 +16,7 @@ CONFIG = {"study_id": "s1", "phase": "final", "variant": {"method": "dyt", "seed
 @pytest.fixture
 def trial_process(monkeypatch):
     """study_trial without training (the trainable is replaced: a unit test of the entry point)."""
-    monkeypatch.setattr(workers.trainable, "train_trial", lambda config: None)
+    monkeypatch.setattr(workers.trials.trainable, "train_trial", lambda config: None)
     for name in trainable_entry.MLFLOW_REQUEST_LIMITS:
         monkeypatch.setenv(name, "0")  # so that the test's end restores the variable's absence
         monkeypatch.delenv(name)

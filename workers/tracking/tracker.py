@@ -5,9 +5,9 @@ epochs; here the training thread only enqueues, and a background thread sends `M
 calls. Tracking is best-effort and must never hold training up: failed deliveries are kept and retried at
 the next flush, the run is resolved lazily (a server that is down at trial start only delays logging),
 and closing waits for MLflow at most CLOSE_TIMEOUT_S. With a spool directory every metric and the closing
-status are also journaled on the node's disk (workers.tracking_spool), so what MLflow has not taken when
+status are also journaled on the node's disk (workers.tracking.spool), so what MLflow has not taken when
 the trial ends is delivered later: by the tracker's thread while the process lives, else by
-workers.tracking_delivery. Finding, creating and completing the run itself: workers.tracking_runs.
+workers.tracking.delivery. Finding, creating and completing the run itself: workers.tracking.runs.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-# The run-level functions live in workers.tracking_runs; they are re-exported here for the callers that
-# know them as workers.tracking.*.
-from workers.tracking_runs import (
+# The run-level functions live in workers.tracking.runs; they are re-exported here for the callers that
+# know them as workers.tracking.tracker.*.
+from workers.tracking.runs import (
     LOOKUP_TIMEOUT_S,
     MAX_METRICS_PER_BATCH,
     PROBE_METRIC,
@@ -43,7 +43,7 @@ from workers.tracking_runs import (
     trial_run_identity,
     trial_tags,
 )
-from workers.tracking_spool import RunJournal, TrialRunIdentity
+from workers.tracking.spool import RunJournal, TrialRunIdentity
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
@@ -71,7 +71,7 @@ SPOOL_DIR_KEY = "mlflow_spool_dir"
 # the background (and is on disk when a spool directory is set).
 CLOSE_TIMEOUT_S = 5.0
 # After its trial closed, a tracker retries an unreachable MLflow with this backoff for at most
-# `background_delivery_s`, then leaves its journal to workers.tracking_delivery.
+# `background_delivery_s`, then leaves its journal to workers.tracking.delivery.
 _RETRY_FIRST_S = 2.0
 _RETRY_MAX_S = 60.0
 
@@ -96,7 +96,7 @@ class TrialTracker:
     `close` waits for MLflow at most its timeout. What MLflow has not taken by then stays with the sender
     thread, which keeps retrying in the background for up to `background_delivery_s` while the process
     lives; with a `spool_dir` it is also in the tracker's journal there, which the thread removes once
-    the run holds everything and its status, and which workers.tracking_delivery delivers otherwise.
+    the run holds everything and its status, and which workers.tracking.delivery delivers otherwise.
     """
 
     def __init__(

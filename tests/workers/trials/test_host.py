@@ -15,10 +15,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from service.processes import wait_until
-from tests.workers.trial_configs import TINY_TRIAL
+from tests.workers.trials.trial_configs import TINY_TRIAL
 from workers.training import CHECKPOINT_FILE, load_checkpoint
 from workers.training.loop import TrainingRun
-from workers.trial_host import CLAIM_START_S, HostEvent, TrialHost, process_started_at
+from workers.trials.host import CLAIM_START_S, HostEvent, TrialHost, process_started_at
 
 CONFIG = {
     **TINY_TRIAL,
@@ -142,7 +142,7 @@ def test_a_claim_never_started_expires(host, monkeypatch):
     assert host.claim("abandoned")
     assert not host.claim("next")
     monkeypatch.setattr(
-        "workers.trial_host.time.monotonic", lambda: time.perf_counter() + CLAIM_START_S + 1e6
+        "workers.trials.host.time.monotonic", lambda: time.perf_counter() + CLAIM_START_S + 1e6
     )
     assert host.claim("next")
     monkeypatch.undo()

@@ -1,7 +1,7 @@
 """A trial's MLflow run, stateless: its tags and params, finding it by trial key (or creating it), and
 completing it from the trial's reported history.
 
-Shared by the live tracker (workers.tracking), the spool's later delivery (workers.tracking_delivery) and
+Shared by the live tracker (workers.tracking.tracker), the spool's later delivery (workers.tracking.delivery) and
 the study driver, which finalizes runs after Tune is done with them.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from mlflow.entities import Metric, Param, Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from workers.tracking_deadline import call_with_deadline
-from workers.tracking_spool import TrialRunIdentity
+from workers.tracking.deadline import call_with_deadline
+from workers.tracking.spool import TrialRunIdentity
 from workers.training.config import ORCHESTRATION_KEYS
 
 __all__ = [
@@ -87,7 +87,7 @@ def find_trial_run(
 ) -> Run | None:
     """The oldest active run of `experiment_id` tagged with `trial_key`, or None.
 
-    Raises workers.tracking_deadline.TrackingTimeoutError when MLflow does not answer within `timeout_s`
+    Raises workers.tracking.deadline.TrackingTimeoutError when MLflow does not answer within `timeout_s`
     (None: wait as long as MLflow's client does, for callers that run in a thread of their own).
     """
     if "'" in trial_key or "\\" in trial_key:

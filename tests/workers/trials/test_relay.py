@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.workers.trial_configs import TINY_TRIAL
+from tests.workers.trials.trial_configs import TINY_TRIAL
 
 CONFIG = {**TINY_TRIAL, "study_id": "study-relay", "phase": "final"}
 
 
 def relayed_trial(config: dict) -> None:
     """A Tune trial that must train on a host: it fails if none took it."""
-    from workers.trial_relay import run_on_trial_host
+    from workers.trials.relay import run_on_trial_host
 
     config = dict(config)
     log = Path(config.pop("test_log"))
@@ -28,7 +28,7 @@ def relayed_trial(config: dict) -> None:
 def _hosts() -> dict[str, dict]:
     import ray
 
-    from workers.trial_relay import HOST_NAMESPACE
+    from workers.trials.relay import HOST_NAMESPACE
 
     names = [
         a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == HOST_NAMESPACE
@@ -111,7 +111,7 @@ def test_trials_that_train_ahead_report_every_epoch_once_in_order_with_its_own_c
 def test_a_host_that_died_is_replaced_and_the_next_study_trains_on_hosts_again(ray_cluster, tmp_path):
     import ray
 
-    from workers.trial_relay import HOST_NAMESPACE
+    from workers.trials.relay import HOST_NAMESPACE
 
     assert _experiment(tmp_path, "before", [0, 1]).num_errors == 0
     before = _hosts()
@@ -132,7 +132,7 @@ def test_a_host_that_died_is_replaced_and_the_next_study_trains_on_hosts_again(r
 def test_a_relay_that_knew_a_dead_host_passes_it_over_and_starts_a_new_one(ray_cluster):
     import ray
 
-    from workers.trial_relay import claim_trial_host
+    from workers.trials.relay import claim_trial_host
 
     node = ray.get_runtime_context().get_node_id()
     first = claim_trial_host("first", node, 1.0)
@@ -177,7 +177,7 @@ class HostBeforeCheckpointIntervals(HostOfAnOlderRelease):
 def test_a_host_that_cannot_start_the_trial_leaves_it_to_its_own_process(ray_cluster, older_host):
     import ray
 
-    from workers.trial_relay import relay
+    from workers.trials.relay import relay
 
     host = ray.remote(older_host).options(num_cpus=0).remote()
     assert ray.get(host.claim.remote("old"))
@@ -186,7 +186,7 @@ def test_a_host_that_cannot_start_the_trial_leaves_it_to_its_own_process(ray_clu
 
 
 def switched_off_trial(config: dict) -> None:
-    from workers.trial_relay import run_on_trial_host
+    from workers.trials.relay import run_on_trial_host
 
     os.environ["NORMLAB_TRIAL_HOSTS"] = "0"  # as the job's environment sets it for its trial processes
     assert run_on_trial_host(dict(config)) is False
@@ -212,7 +212,7 @@ def test_a_host_with_nothing_to_do_ends_itself(ray_cluster):
     import ray
     from ray.exceptions import RayActorError
 
-    from workers.trial_host import TrialHost
+    from workers.trials.host import TrialHost
 
     host = ray.remote(TrialHost).options(num_cpus=0, max_concurrency=4).remote(idle_exit_s=1.0)
     assert ray.get(host.state.remote(), timeout=120)["busy"] is False

@@ -1,4 +1,4 @@
-"""Deliver the tracking spool (workers.tracking_spool) to MLflow once it answers again.
+"""Deliver the tracking spool (workers.tracking.spool) to MLflow once it answers again.
 
 Journals are left by trackers whose process ended before MLflow took everything (an outage at the trial's
 end, a killed process), and by the driver when it could not complete a run from Tune's records. Who
@@ -28,15 +28,15 @@ from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from workers.tracking import SPOOL_DIR_KEY
-from workers.tracking_runs import (
+from workers.tracking.runs import (
     MAX_METRICS_PER_BATCH,
     get_or_create_trial_run,
     history_metrics,
     log_missing_params,
     trial_run_identity,
 )
-from workers.tracking_spool import RunJournal, SpooledRun, journal_paths
+from workers.tracking.spool import RunJournal, SpooledRun, journal_paths
+from workers.tracking.tracker import SPOOL_DIR_KEY
 
 __all__ = [
     "SpoolDelivery",

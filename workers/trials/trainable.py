@@ -7,7 +7,7 @@ of training before it) the loop also writes an atomic checkpoint into a private 
 to its storage on `tune.report(..., checkpoint=...)`. After a restart `tune.get_checkpoint()` brings the last
 one back and the loop resumes after the epoch it holds, recomputing any reported since. MLflow gets one child run per trial (get-or-create by trial_key), so
 a restarted trial continues the same run. Tracking never holds a trial's end up for long: closing the run
-waits for MLflow at most workers.tracking.CLOSE_TIMEOUT_S, the rest is journaled in the node's spool
+waits for MLflow at most workers.tracking.tracker.CLOSE_TIMEOUT_S, the rest is journaled in the node's spool
 (`mlflow_spool_dir`), and each trial process first delivers, in the background, what earlier ones left there.
 """
 
@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from workers.driver.trial_keys import PER_SEED_KEY
-from workers.tracking import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
-from workers.tracking_delivery import start_spool_delivery
+from workers.tracking.delivery import start_spool_delivery
+from workers.tracking.tracker import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
 from workers.training.config import checkpoint_every_s_of
-from workers.trial_stop import closing_status
-from workers.tune_context import report_to_tune, restored_checkpoint, trial_resources
+from workers.trials.keys import PER_SEED_KEY
+from workers.trials.stop import closing_status
+from workers.trials.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
 __all__ = [
     "SendFn",
@@ -120,7 +120,7 @@ def run_trial(
             settle()
     except SystemExit as stop:
         # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report; a warm host
-        # whose Tune trial is gone raises TrialGone (workers.trial_stop).
+        # whose Tune trial is gone raises TrialGone (workers.trials.stop).
         _close(tracker, closing_status(stop))
         raise
     except BaseException:

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-import workers.trainable as trainable_module
+import workers.trials.trainable as trainable_module
 from service.local_stack import mlflow_server as mlflow_server_process
 from service.processes import free_port, http_ok, wait_until
 from studies.store import (
@@ -39,7 +39,10 @@ from studies.store import (
 from tests.process_groups import stop_process_group
 from workers.driver.finalize import finalize_mlflow_runs
 from workers.driver.recorder import TrialRecorder
-from workers.tracking import (
+from workers.tracking.deadline import TrackingTimeoutError
+from workers.tracking.delivery import deliver_spool
+from workers.tracking.spool import journal_paths, read_spooled_run
+from workers.tracking.tracker import (
     CLOSE_TIMEOUT_S,
     LOOKUP_TIMEOUT_S,
     close_trackers,
@@ -47,9 +50,6 @@ from workers.tracking import (
     find_trial_run,
     tracker_from_trial_config,
 )
-from workers.tracking_deadline import TrackingTimeoutError
-from workers.tracking_delivery import deliver_spool
-from workers.tracking_spool import journal_paths, read_spooled_run
 
 pytestmark = pytest.mark.slow
 
@@ -263,7 +263,7 @@ def test_a_trial_trained_entirely_during_the_outage_finishes_and_is_delivered_af
 TRIAL_PROCESS = textwrap.dedent(
     """
     import json, os, sys
-    from workers.tracking import tracker_from_trial_config
+    from workers.tracking.tracker import tracker_from_trial_config
     tracker = tracker_from_trial_config(json.loads(sys.argv[1])).start(resolve_timeout_s=0)
     for epoch in range(3):
         tracker.log_metrics({"epoch": epoch, "objective": epoch / 10}, step=epoch)
@@ -286,7 +286,7 @@ def test_a_trial_process_that_ended_during_the_outage_is_delivered_from_the_spoo
             capture_output=True,
             text=True,
             timeout=300,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=Path(__file__).resolve().parents[3],
         )
         assert process.returncode == 0, process.stderr[-3000:]
         (journal,) = journal_paths(spool)

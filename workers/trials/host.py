@@ -5,7 +5,7 @@ training code, loading its dataset, building torch's first optimizer (which impo
 reuses its trial processes within one study (reuse_actors) but starts new ones for every study. A
 TrialHost is a detached Ray actor that outlives studies with all of that loaded. The Tune trial, now a
 light process, claims a free host on its own node, hands it the trial and relays the host's epoch reports
-to Tune (workers.trial_relay): Tune still schedules, stops, retries and checkpoints the trial as before.
+to Tune (workers.trials.relay): Tune still schedules, stops, retries and checkpoints the trial as before.
 
 Only CPU trials use hosts: a GPU trial needs the device Ray assigned to its own process, and a host holding
 a CUDA context between studies would keep GPU memory from other work.
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.trial_stop import TrialGone
+from workers.trials.stop import TrialGone
 
 __all__ = [
     "CLAIM_START_S",
@@ -124,7 +124,7 @@ class _HostedTrial:
 
 
 class TrialHost:
-    """A warm trial process (see module docstring); created through workers.trial_relay.trial_host."""
+    """A warm trial process (see module docstring); created through workers.trials.relay.trial_host."""
 
     def __init__(self, idle_exit_s: float = IDLE_EXIT_S) -> None:
         warm_up()
@@ -215,7 +215,7 @@ class TrialHost:
     def _train(
         self, trial: _HostedTrial, config: dict[str, Any], restored: Path | None, num_threads: int
     ) -> None:
-        from workers.trainable import run_trial
+        from workers.trials.trainable import run_trial
 
         try:
             run_trial(
@@ -262,8 +262,8 @@ def warm_up() -> None:
     """Pay once what every trial process pays before its first step."""
     import torch
 
-    import workers.trainable  # noqa: F401  torch, MLflow and the training code
-    from workers.tracking_deadline import MLFLOW_REQUEST_LIMITS
+    import workers.trials.trainable  # noqa: F401  torch, MLflow and the training code
+    from workers.tracking.deadline import MLFLOW_REQUEST_LIMITS
 
     for name, value in MLFLOW_REQUEST_LIMITS.items():
         os.environ.setdefault(name, value)  # as in a Tune trial process; an operator's own setting wins

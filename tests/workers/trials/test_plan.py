@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.driver.trial_plan import (
+from workers.trials.plan import (
     MAX_TRIALS_PER_GPU,
     gpu_share_for,
     plan_trials,

@@ -6,7 +6,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from workers.tracking import (
+from workers.tracking.tracker import (
     TrialTracker,
     finalize_trial_run,
     tracker_from_trial_config,
