@@ -36,7 +36,7 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from service.processes import ManagedProcess, free_port
+from service.stack.processes import ManagedProcess, free_port
 from studies.store import create_study, make_engine, record_trial, session_scope, upgrade_database
 
 LEVELS = (1, 50, 200)  # clients at once
@@ -164,7 +164,7 @@ def _server(database_url: str, workdir: Path) -> Iterator[str]:
     port = free_port()
     server = ManagedProcess(
         name="api",
-        argv=[sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", *_listen(port)],
+        argv=[sys.executable, "-m", "uvicorn", "--factory", "service.api.app:create_app", *_listen(port)],
         log_path=workdir / "api.log",
         env={
             "DATABASE_URL": database_url,

@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.bench_norms import interleaved_medians
-from models import build_model, norm_for_method
+from models import build_model
+from studies.methods import norm_for_method
 
 METHODS = ("frozen_ln", "autonorm_s", "dyt", "random_selector", "film", "adanorm")
 

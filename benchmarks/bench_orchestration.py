@@ -198,7 +198,7 @@ def study_figures(
 def local_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[tuple[str, str, Path]]:
     """(API URL, token, data dir) of a `normlab serve` started for this run (with `switches`, NORMLAB_*
     variables, set), stopped with Ctrl-C on exit."""
-    from service.processes import http_ok, private_serve_environment, wait_until
+    from service.stack.processes import http_ok, private_serve_environment, wait_until
 
     data_dir = work / "data"
     data_dir.mkdir()

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 import workers.training.loop as loop_module
-from service.local_stack import mlflow_server as mlflow_server_process
-from service.processes import free_port
+from service.stack.local_stack import mlflow_server as mlflow_server_process
+from service.stack.processes import free_port
 from workers.tracking.tracker import TrialTracker
 from workers.training import TrainConfig, run_training
 

@@ -130,8 +130,9 @@ class TrialStep:
     def __init__(self, method: str, mode: str, sizes: Sizes, device: Any, *, seed: int = 0) -> None:
         import torch
 
-        from models import build_model, norm_for_method
+        from models import build_model
         from models.norms import gated_norms
+        from studies.methods import norm_for_method
         from workers.training import augment, batches, compiled, metrics, optim, schedule
 
         torch.manual_seed(seed)

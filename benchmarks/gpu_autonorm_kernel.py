@@ -386,7 +386,8 @@ def time_rows(
 
 def model_rows(iters: int, whole_layer: bool) -> list[Row]:
     """ViT-Lite paper, batch 128, bf16 autocast: FrozenLN, then AutoNorm-S on each CUDA path."""
-    from models import build_model, norm_for_method
+    from models import build_model
+    from studies.methods import norm_for_method
 
     fields = {"image_size": 32, "in_channels": 3, "num_classes": 10}
     images = torch.randn(128, 3, 32, 32, device="cuda")  # SYNTHETIC: speed only

@@ -43,8 +43,8 @@ def build_seed_batched_step(
     `compile` ("none": eager); call it to step. It raises if a requested compile fell back to eager, so a
     figure is never labelled compiled when it was not."""
     from models import build_model
-    from models.methods import norm_for_method
     from models.presets import PRESETS
+    from studies.methods import norm_for_method
     from workers.training.metrics import TaskLoss
     from workers.training.schedule import build_warmup_cosine
     from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer

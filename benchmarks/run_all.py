@@ -24,6 +24,7 @@ BENCHMARKS = (
     "benchmarks.bench_training",
     "benchmarks.bench_orchestration",
     "benchmarks.bench_api_burst",
+    "benchmarks.bench_idle_memory",
 )
 
 

@@ -3,7 +3,6 @@
 from models.build import MODELS, build_model
 from models.config import TransformerConfig
 from models.encoder import Encoder, EncoderConfig
-from models.methods import METHODS, NormChoice, norm_for_method
 from models.mlp_classifier import MlpClassifier, MlpClassifierConfig
 from models.presets import PRESETS
 from models.residual_mlp import ResidualMLP, ResidualMLPConfig
@@ -11,14 +10,12 @@ from models.tabular import TabularConfig, TabularTransformer
 from models.vit_lite import ViTLite, ViTLiteConfig
 
 __all__ = [
-    "METHODS",
     "MODELS",
     "PRESETS",
     "Encoder",
     "EncoderConfig",
     "MlpClassifier",
     "MlpClassifierConfig",
-    "NormChoice",
     "ResidualMLP",
     "ResidualMLPConfig",
     "TabularConfig",
@@ -27,5 +24,4 @@ __all__ = [
     "ViTLite",
     "ViTLiteConfig",
     "build_model",
-    "norm_for_method",
 ]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from service.auth import read_api_token
-from service.client import TERMINAL, ApiClient, CliError, fetch_report, submit_spec_text
+from service.cli.client import TERMINAL, ApiClient, CliError, fetch_report, submit_spec_text
 from service.settings import Settings
 from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
 

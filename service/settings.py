@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(
         None, validation_alias=_env("MLFLOW_TRACKING_URI", "NORMLAB_MLFLOW_TRACKING_URI")
     )
+    # Where a browser opens MLflow's UI, for the links NormLab prints and serves; None -> the tracking URI.
+    # Set it when the services reach MLflow by a name a browser cannot (compose: http://mlflow:5000).
+    mlflow_ui_url: str | None = None
     mlflow_host: str = _LOOPBACK  # where `normlab serve` binds the MLflow server it starts
     mlflow_port: int = Field(5000, ge=1, le=65535)
     mlflow_backend_store_uri: str | None = None  # None -> sqlite:///{data_dir}/mlflow.db
@@ -58,6 +61,8 @@ class Settings(BaseSettings):
     ray_dashboard_host: str = _LOOPBACK
     ray_dashboard_port: int = Field(8265, ge=1, le=65535)  # also the Ray Jobs API
     ray_dashboard_agent_listen_port: int = Field(52365, ge=1, le=65535)
+    # Where a browser opens Ray's dashboard (the study pages link each job); None -> ray_dashboard_url.
+    ray_ui_url: str | None = None
     ray_client_server_port: int = Field(10001, ge=1, le=65535)
     ray_min_worker_port: int = Field(10002, ge=1, le=65535)
     ray_max_worker_port: int = Field(10999, ge=1, le=65535)
@@ -80,11 +85,11 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = None
     # Host headers the API answers besides its own names (loopback, api_host, the host of api_url): names or
     # addresses (any port), `*.example.org` for its subdomains, `*` for every host. Other hosts get a 400, so
-    # a web page cannot read the API through DNS rebinding (service.host_check). Comma-separated.
+    # a web page cannot read the API through DNS rebinding (service.api.host_check). Comma-separated.
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Seconds a request's whole body may take to arrive, from the API's first read of it; a slower one is
     # answered 408 and its connection closed, so stalled clients cannot hold connections and file
-    # descriptors (service.body_timeout). A 256 kB spec in 30 s needs under 9 kB/s.
+    # descriptors (service.api.body_timeout). A 256 kB spec in 30 s needs under 9 kB/s.
     body_timeout_s: float = Field(30.0, gt=0)
     # Connections plus requests in progress the API serves at once; past it a new request is answered 503
     # at once. Half the usual soft limit of 1,024 open files, leaving room for the stack's own.
@@ -96,11 +101,11 @@ class Settings(BaseSettings):
     max_epochs_per_trial: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_EPOCHS"))
     max_spec_bytes: int = Field(256_000, ge=1024)  # larger POST bodies are refused before parsing
     # How long a request waits for a turn at the database (the API runs a bounded number of database units
-    # at once, service.load_shedding) before it is answered 503 with Retry-After: a burst sheds load
+    # at once, service.api.load_shedding) before it is answered 503 with Retry-After: a burst sheds load
     # instead of queueing into lock and pool timeouts.
     db_queue_timeout_s: float = Field(10.0, gt=0)
 
-    # Background loop (service.background): how often it looks for queued studies, how many run at once.
+    # Background loop (service.orchestration.reconcile): how often it looks for queued studies, how many run at once.
     poll_interval_s: float = Field(2.0, gt=0)
     max_running_studies: int = Field(1, ge=1)
     # Drivers per study: one that dies without recording the study's outcome (job failed, stopped or lost)
@@ -111,8 +116,8 @@ class Settings(BaseSettings):
     # max_study_attempts), `cancel` cancels them.
     interrupted_studies: Literal["resume", "cancel"] = "resume"
     # CPU trials train on warm trial hosts (workers.trials.host): per node, long-lived processes that keep
-    # torch and the loaded datasets between studies. On a cluster without GPUs the service starts them
-    # when it starts. False: every trial trains in its own Tune trial process, as GPU trials always do.
+    # torch and the loaded datasets between studies. The first CPU study's driver starts them.
+    # False: every trial trains in its own Tune trial process, as GPU trials always do.
     trial_hosts: bool = True
     # On a warm trial host, a trial that no scheduler can stop early (final and grid trials, tuning without
     # ASHA) trains its next epoch while Tune takes its report, and waits for Tune's answer only before it
@@ -127,6 +132,10 @@ class Settings(BaseSettings):
     # does not pay the driver's imports (seconds). False: every study's job process imports and runs its
     # driver itself, as on a cluster whose head someone else started.
     warm_drivers: bool = True
+    # The warm processes that hold torch or the driver's imports (trial hosts, ~0.4 GB each; the warm driver
+    # server, ~0.2 GB) start with the first study that needs them and give their memory back after this many
+    # seconds without work, so an idle stack holds neither; 0: once started they stay until the stack stops.
+    warm_idle_s: float = Field(600.0, ge=0)
 
     log_level: str = "info"
 
@@ -150,6 +159,9 @@ class Settings(BaseSettings):
             self.database_url = f"sqlite:///{self.data_dir / 'normlab.db'}"
         if self.mlflow_tracking_uri is None:
             self.mlflow_tracking_uri = f"http://{self.mlflow_host}:{self.mlflow_port}"
+        if self.mlflow_ui_url is None:
+            self.mlflow_ui_url = self.mlflow_tracking_uri
+        self.mlflow_ui_url = self.mlflow_ui_url.rstrip("/")
         if self.mlflow_backend_store_uri is None:
             self.mlflow_backend_store_uri = f"sqlite:///{self.data_dir / 'mlflow.db'}"
         if self.mlflow_artifacts_dir is None:
@@ -175,6 +187,11 @@ class Settings(BaseSettings):
         if self.ray_address and self.ray_address.startswith(("http://", "https://")):
             return self.ray_address.rstrip("/")
         return f"http://{self.ray_dashboard_host}:{self.ray_dashboard_port}"
+
+    @property
+    def ray_ui_base(self) -> str:
+        """Ray's dashboard as a browser opens it."""
+        return (self.ray_ui_url or self.ray_dashboard_url).rstrip("/")
 
     @property
     def api_token_path(self) -> Path:

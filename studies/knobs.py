@@ -1,7 +1,15 @@
-"""The tunable knobs of a study: names, types, ranges and the methods they apply to.
+"""The tunable knobs of a study: names, types, ranges and the methods they apply to; and the AutoNorm-S
+freeze schedule's defaults and rule.
 
 Plain Python (no pydantic, no yaml, no torch): studies.spec validates specs against this table, and the
 training path (workers.training.config, .augment) reads it on machines that have only torch installed.
+
+The freeze schedule's defaults are owned here, and only here: the spec's rules, the evidence and the
+catalog lint need them (studies may import no other layer), and a trial reads them through
+workers.training.config.TrainConfig. models.norms.freeze.GateFreezer, which models may not import this
+from, takes t_freeze, eps_h and scope as required arguments, so it holds no default of its own.
+(AutoNorm's Gumbel temperature tau and its post_freeze_gate keep their defaults in models.norms.autonorm:
+a trial passes them only where its spec sets them.)
 """
 
 from __future__ import annotations
@@ -10,12 +18,33 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["DEFAULT_EPS_H", "DEFAULT_T_FREEZE", "KNOBS", "KNOB_MODEL_FIELDS", "Knob"]
+from studies.methods import FREEZING_METHODS, GATED_METHODS
+
+__all__ = [
+    "DEFAULT_EPS_H",
+    "DEFAULT_FREEZE_SCOPE",
+    "DEFAULT_FREEZE_SIGNAL",
+    "DEFAULT_T_FREEZE",
+    "KNOBS",
+    "KNOB_MODEL_FIELDS",
+    "Knob",
+    "freeze_fits",
+]
 
 _LN2 = math.log(2.0)
-# AutoNorm-S freeze schedule when a spec does not search it: NormLab's T_freeze and eps_H (the source summaries give no values).
+# AutoNorm-S freeze schedule when a spec does not search it: NormLab's T_freeze and eps_H (the source
+# summaries give no values), its entropy source and its scope.
 DEFAULT_T_FREEZE = 10
 DEFAULT_EPS_H = 0.1
+DEFAULT_FREEZE_SIGNAL = "train"
+DEFAULT_FREEZE_SCOPE = "global"
+
+
+def freeze_fits(t_freeze: int, epochs: int) -> bool:
+    """Whether AutoNorm-S can freeze within `epochs`: it decides after epoch t_freeze, so from
+    epochs <= t_freeze on it never freezes and runs as plain AutoNorm. The one statement of the rule:
+    the spec's rules refuse a study that breaks it, TrainConfig a trial config (tests, benchmarks)."""
+    return 1 <= t_freeze < epochs
 
 
 # --------------------------------------------------------------------------------------------- knobs
@@ -58,8 +87,8 @@ def _fmt(x: float | None) -> str:
     return "inf" if x is None else f"{x:g}"
 
 
-_AUTONORM_S = ("autonorm_s",)
-_GATED = ("autonorm_s", "autonorm")
+_AUTONORM_S = FREEZING_METHODS
+_GATED = GATED_METHODS
 
 # Knob -> the model config field it sets; workers.training.config.MODEL_KNOBS builds on this table.
 KNOB_MODEL_FIELDS: dict[str, str] = {
@@ -89,7 +118,7 @@ KNOBS: dict[str, Knob] = {
         Knob(
             "eps_h",
             "float",
-            "gate-entropy threshold of AutoNorm-S (entropy lies in [0, ln 2]; default 0.1)",
+            f"gate-entropy threshold of AutoNorm-S (entropy lies in [0, ln 2]; default {DEFAULT_EPS_H})",
             0.0,
             _LN2,
             low_open=True,

@@ -42,7 +42,7 @@ BROWSER_FIXTURES = frozenset({"chromium"})
 PROCESS_MODULES = frozenset(
     {
         "studies/store/test_postgres_server.py",
-        "service/test_local_stack.py",
+        "service/stack/test_local_stack.py",
         "workers/training/test_compile.py",
         "workers/training/test_seed_batch_compile.py",
     }
@@ -56,10 +56,10 @@ TRITON_INTERPRETER_MODULES = frozenset(
 SERIAL_FIXTURES = frozenset({"ray_cluster", "running_service", "chromium"})
 SERIAL_PATHS = (
     "e2e/",
-    "service/test_local_stack.py",
-    "service/test_stop_under_load.py",
-    "service/test_burst.py",
-    "service/test_body_timeout.py",
+    "service/stack/test_local_stack.py",
+    "service/stack/test_stop_under_load.py",
+    "service/api/test_burst.py",
+    "service/api/test_body_timeout.py",
     "workers/tracking/test_outage.py",
 )
 

@@ -145,8 +145,21 @@ def test_the_checks_catch_a_violation(rule):
     bad = {
         "models": ("models.build", "studies.spec"),
         "studies": ("studies.stats", "workers.training"),
-        "service": ("service.app", "models.norms"),
-        "workers": ("workers.driver.study", "service.app"),
+        "service": ("service.api.app", "models.norms"),
+        "workers": ("workers.driver.study", "service.api.app"),
         "trials": ("workers.training.loop", "studies.store"),
     }[rule]
     assert _layer_violation(*bad) is not None
+
+
+def test_evidence_is_below_the_tables_that_draw_it():
+    """The results tables render mechanism evidence; evidence never reaches up into the tables (both build
+    on the plain trial records of studies.records), even for annotations."""
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in sorted(GRAPH_WITH_TYPE_CHECKING.items())
+        if _within(module, "studies.evidence")
+        for target in sorted(targets)
+        if _within(target, "studies.tables")
+    ]
+    assert upward == []

@@ -15,6 +15,8 @@ jobs they start from the service's Settings (service/settings.py, whose defaults
     NORMLAB_CHECKPOINT_EVERY_S  10 (default): a trial checkpoints its last epoch and, before it, an epoch
                           only once this many seconds have passed since its previous checkpoint; 0: every
                           epoch (workers.training.checkpoint.CheckpointSchedule)
+    NORMLAB_WARM_IDLE_S   600 (default): a warm trial host with no trial for this many seconds exits, giving
+                          its memory back (the next CPU study starts it again); 0: it stays
     NORMLAB_WARM_DRIVER_SOCKET  a warm driver server's socket (workers.driver.warm_server): a study's job
                           hands its driver to it; unset: the job's process is the driver
 
@@ -29,10 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY_S", "DEFAULT_DATA_DIR", "WorkerSettings"]
+__all__ = ["DEFAULT_CHECKPOINT_EVERY_S", "DEFAULT_DATA_DIR", "DEFAULT_WARM_IDLE_S", "WorkerSettings"]
 
 DEFAULT_DATA_DIR = "~/.normlab"
 DEFAULT_CHECKPOINT_EVERY_S = 10.0
+DEFAULT_WARM_IDLE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class WorkerSettings:
     train_ahead: bool = True
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     warm_driver_socket: Path | None = None
+    warm_idle_s: float = DEFAULT_WARM_IDLE_S
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -64,6 +68,7 @@ class WorkerSettings:
             warm_driver_socket=Path(env["NORMLAB_WARM_DRIVER_SOCKET"])
             if env.get("NORMLAB_WARM_DRIVER_SOCKET")
             else None,
+            warm_idle_s=_seconds(env.get("NORMLAB_WARM_IDLE_S"), default=DEFAULT_WARM_IDLE_S),
         )
 
 

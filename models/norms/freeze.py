@@ -11,6 +11,9 @@ backbone keeps training. It also marks the layer `selector_frozen`, so its gate 
 `post_freeze_gate` from then on (models/norms/autonorm.py; by default it keeps sampling). Where H comes
 from (training batches or the validation split) is the caller's choice: `observe` takes one reading
 per gated layer.
+
+T_freeze, eps_H and the scope have no defaults here: a study's defaults are studies.knobs' (which models
+may not import), and a trial passes them in (workers.training.config.TrainConfig), so each has one owner.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class GateFreezer:
     Epochs are 1-based. `frozen_layers` holds the indices (in `gated_norms` order) of frozen selectors.
     """
 
-    def __init__(self, t_freeze: int = 10, eps_h: float = 0.1, scope: str = "global") -> None:
+    def __init__(self, *, t_freeze: int, eps_h: float, scope: str) -> None:
         if t_freeze < 1:
             raise ValueError(f"t_freeze must be >= 1, got {t_freeze}")
         if scope not in FREEZE_SCOPES:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from studies.tables.records import COMPLETED_STATUSES
+from studies.records import COMPLETED_STATUSES
 
 __all__ = [
     "PRIMARY",

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE
+from studies.knobs import DEFAULT_EPS_H, DEFAULT_FREEZE_SCOPE, DEFAULT_FREEZE_SIGNAL, DEFAULT_T_FREEZE
+from studies.methods import FREEZING_METHODS, GATED_METHODS
 from studies.numbers import finite_or_none
-from studies.tables.records import row_label
+from studies.records import row_label
 
 if TYPE_CHECKING:
     from studies.claims.trials import StudyData, TrialData
@@ -49,9 +50,6 @@ __all__ = [
 SELECTOR_GRAD_VAR = "selector_grad_var"
 # freeze_signal -> the layer-mean entropy that signal watches.
 ENTROPY_KEYS: dict[str, str] = {"train": "train_gate_entropy_mean", "val": "gate_entropy_mean"}
-# Methods whose norm is the gated AutoNorm layer; only autonorm_s has the freeze schedule.
-GATED_METHODS: tuple[str, ...] = ("autonorm_s", "autonorm")
-_FREEZING_METHOD = "autonorm_s"
 _MECHANISM_KEYS = (*ENTROPY_KEYS.values(), SELECTOR_GRAD_VAR)
 
 
@@ -167,7 +165,7 @@ def seed_mechanism(trial: TrialData) -> SeedMechanism:
     """One trial's `SeedMechanism` from its history (falling back on its last metrics) and knobs."""
     rows = _rows_by_epoch(trial.history, trial.metrics)
     epochs = tuple(sorted(rows))
-    knobs, defaulted = _freeze_knobs(trial) if trial.method == _FREEZING_METHOD else ({}, ())
+    knobs, defaulted = _freeze_knobs(trial) if trial.method in FREEZING_METHODS else ({}, ())
     signal = knobs.get("freeze_signal") or "train"
     entropy_key = _entropy_key(rows, str(signal))
     froze, freeze_epoch = _freeze_state(rows, epochs)
@@ -196,12 +194,13 @@ def seed_mechanism(trial: TrialData) -> SeedMechanism:
 
 # ----- helpers --------------------------------------------------------------------------------------------
 
-# knob -> (parse, training default): the defaults of workers.training.config.TrainConfig and AutoNorm.
+# knob -> (parse, what a trial runs with where its spec does not set it): studies.knobs' freeze schedule
+# defaults (which TrainConfig reads too) and AutoNorm's post-freeze gate (models.norms.autonorm).
 _FREEZE_KNOBS: dict[str, tuple[Any, Any]] = {
     "t_freeze": (lambda v: int(float(v)), DEFAULT_T_FREEZE),
     "eps_h": (float, DEFAULT_EPS_H),
-    "freeze_signal": (str, "train"),
-    "freeze_scope": (str, "global"),
+    "freeze_signal": (str, DEFAULT_FREEZE_SIGNAL),
+    "freeze_scope": (str, DEFAULT_FREEZE_SCOPE),
     "post_freeze_gate": (str, "sample"),
 }
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studies.numbers import finite_or_none
-from studies.tables.records import COMPLETED_STATUSES, row_label
+from studies.records import COMPLETED_STATUSES, row_label
 
 __all__ = ["DEFAULT_PLACEMENT", "EvidenceTrial", "finite_or_none"]
 

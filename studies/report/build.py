@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studies.catalog import Claim, DatasetComparability, dataset_comparability, unclaimed_comparability
 from studies.catalog.sources import check_numbers, source_for
@@ -13,14 +13,18 @@ from studies.claims.preconditions import first_unmet
 from studies.claims.trials import StudyData
 from studies.convergence import Convergence
 from studies.evidence.mechanism import mechanism_summary
+from studies.records import TrialRecord
 from studies.report.judge import check_preconditions, judge_claim
 from studies.report.model import Figure, PaperComparison, PreregisteredValue, Provenance, StudyReportData
 from studies.report.render import to_json, to_markdown
 from studies.report.render_html import to_html
 from studies.stats import summarize
 from studies.tables.build import PlanKey, ResultsTable, build_results_table
-from studies.tables.records import TrialRecord
 from studies.tables.render_mechanism_svg import mechanism_figures
+from studies.tables.render_tuning_svg import tuning_figures
+
+if TYPE_CHECKING:
+    from studies.tuning import StudyTuning
 
 __all__ = [
     "Figure",
@@ -127,12 +131,14 @@ def build_report(
     dataset_note: str | None = None,
     notes: Sequence[str] = (),
     convergence: Convergence | None = None,
+    tuning: StudyTuning | None = None,
 ) -> StudyReport:
     """The report of one study. With a `claim`, its preconditions are checked and then its check runs on
     `data`, and the paper's numbers (claim.reported.values) are set against the measured ones; without
     one, the report is the study's comparison with its reference (and `spec_paper_numbers`, if the spec
     gave any), with the reference's convergence checked when the spec states a level. `convergence` is
-    the spec's own level (None: the catalog's level for the dataset, for a claim)."""
+    the spec's own level (None: the catalog's level for the dataset, for a claim). `tuning`: the study's
+    knob importance and optimisation history (studies.tuning), shown with their figures."""
     extra_notes = list(notes)
     mechanism = mechanism_summary(data)
     sensitivity: tuple = ()
@@ -182,7 +188,7 @@ def build_report(
             paper_values=paper_values if comparability.comparable else {},
             confidence=confidence,
         ),
-        figures=(*figures, *mechanism_figures(mechanism)),
+        figures=(*figures, *mechanism_figures(mechanism), *(tuning_figures(tuning) if tuning else ())),
         provenance=provenance,
         notes=tuple(extra_notes),
         scope=_scope(claim, comparability),
@@ -191,6 +197,7 @@ def build_report(
         sensitivity=tuple(sensitivity),
         power=tuple(power),
         mechanism=mechanism if mechanism.methods else None,
+        tuning=tuning,
     )
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from studies.evidence.mechanism import MechanismSummary
     from studies.report.judge import PowerRow, SensitivityRow
     from studies.tables.model import ResultsTableData
+    from studies.tuning import StudyTuning
 
 __all__ = ["SCOPES", "Figure", "PaperComparison", "PreregisteredValue", "Provenance", "StudyReportData"]
 
@@ -106,6 +107,9 @@ class StudyReportData:
     # AutoNorm's gates, seed by seed (whether and when the freeze fired, entropy, selector gradient
     # variance); None for a study without gated methods.
     mechanism: MechanismSummary | None = None
+    # Knob importance and optimisation history of its tune trials (a sweep: importance and the response to
+    # each knob); None for a study that neither tunes nor sweeps.
+    tuning: StudyTuning | None = None
 
     @property
     def verdict(self) -> str | None:

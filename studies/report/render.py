@@ -11,6 +11,7 @@ from studies.catalog import PAPERS
 from studies.tables.formatting import DASH, format_p
 from studies.tables.render_text import to_json as table_json
 from studies.tables.render_text import to_markdown as table_markdown
+from studies.tables.render_tuning_text import tuning_markdown
 
 if TYPE_CHECKING:
     from studies.claims.verdicts import Finding
@@ -83,6 +84,7 @@ def to_json(report: StudyReportData) -> dict[str, Any]:
         "sensitivity": _plain(report.sensitivity),
         "power": _plain(report.power),
         "mechanism": None if report.mechanism is None else report.mechanism.to_json(),
+        "tuning": None if report.tuning is None else report.tuning.to_json(),
     }
     json.dumps(payload, allow_nan=False)  # fails here, not in a client, if anything is not strict JSON
     return payload
@@ -386,6 +388,9 @@ def to_markdown(report: StudyReportData) -> str:
     if report.table is not None:
         lines += ["## Comparison with the reference", ""]
         lines += [table_markdown(report.table).replace("### ", "### Table: ", 1), ""]
+
+    if report.tuning is not None:
+        lines += ["## Knob importance and optimisation history", "", tuning_markdown(report.tuning)]
 
     if report.figures:
         lines += ["## Figures", "", "The HTML report shows these figures inline:", ""]

@@ -25,6 +25,7 @@ from studies.report.render import (
 )
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
 from studies.tables.render_svg import forest_plot_svg
+from studies.tables.render_tuning_text import tuning_html
 
 if TYPE_CHECKING:
     from studies.report.model import StudyReportData
@@ -153,6 +154,9 @@ def to_html(report: StudyReportData) -> str:
 
     if report.table is not None:
         parts += ["<h2>Comparison with the reference</h2>", _results_table(report.table)]
+
+    if report.tuning is not None:
+        parts += ["<h2>Knob importance and optimisation history</h2>", tuning_html(report.tuning)]
 
     if report.figures:
         parts.append("<h2>Figures</h2>")

@@ -11,13 +11,15 @@ distribution a phase cannot use is an error with a field path, never silently ig
 
 The package imports neither torch nor FastAPI: the service validates specs without the training stack.
 
-Layout: `names` (datasets, methods, models, fields), `metrics` (which way each metric is better),
-`distributions` (knob distributions), `sections` (model, scheduler, budget, data, resources), `study`
-(StudySpec), `rules` (its cross-field rules) and `loading` (YAML/JSON text -> validated spec). Import
-from `studies.spec`; the modules are its layout.
+Layout: `names` (datasets, models, fields), `metrics` (which way each metric is better), `distributions`
+(knob distributions), `sections` (model, scheduler, budget, data, resources), `study` (StudySpec),
+`rules` (its cross-field rules) and `loading` (YAML/JSON text -> validated spec). The knobs and the
+methods are studies.knobs' and studies.methods' (plain Python, which the trials read too). Import from
+`studies.spec`; the modules are its layout.
 """
 
 from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob
+from studies.methods import METHODS
 from studies.spec.distributions import (
     Choice,
     Distribution,
@@ -44,7 +46,6 @@ from studies.spec.names import (
     JSON_CONTENT_TYPES,
     KNOWN_DATASETS,
     KNOWN_MODELS,
-    METHODS,
     MODEL_CONFIG_FIELDS,
     YAML_CONTENT_TYPES,
 )

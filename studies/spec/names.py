@@ -1,6 +1,7 @@
 """The names a spec may use: datasets (and their families, metrics, corruptions), methods, models and
-their config fields. Names only, so the service validates specs without importing torch; tests keep them
-equal to the registries (workers.data, models)."""
+their config fields. Names only, so the service validates specs without importing torch; tests keep the
+dataset and model names equal to the registries (workers.data, models). The methods are studies' own
+table (studies.methods), which the workers build models from."""
 
 from __future__ import annotations
 
@@ -89,16 +90,6 @@ DATASET_METRICS: dict[str, tuple[str, bool]] = {
     for name in KNOWN_DATASETS
 }
 
-# Same names as models.methods.METHODS (kept here so studies.spec needs no torch).
-METHODS: tuple[str, ...] = (
-    "autonorm_s",
-    "autonorm",
-    "frozen_ln",
-    "dyt",
-    "random_selector",
-    "adanorm",
-    "film",
-)
 
 # Model names and presets of models.build_model that can train on a study dataset. The bare
 # `residual_mlp` is left out on purpose: it has no task head, so every trial of a study would fail; the

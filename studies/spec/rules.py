@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
+from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, freeze_fits
 from studies.limits import StudyLimits
 from studies.spec.distributions import (
     _IMAGE_ONLY_KNOBS,
@@ -267,7 +267,7 @@ def check_freeze_schedule(spec: StudySpec, fail: Fail) -> None:
     elif "t_freeze" in spec.search:
         loc, dist = ("search", "t_freeze"), spec.search["t_freeze"]
     else:
-        if epochs <= DEFAULT_T_FREEZE:
+        if not freeze_fits(DEFAULT_T_FREEZE, epochs):
             fail(
                 ("budget", "epochs"),
                 "autonorm_s_never_freezes",
@@ -284,7 +284,7 @@ def check_freeze_schedule(spec: StudySpec, fail: Fail) -> None:
     if wrong_phase or _check_distribution(knob, dist) is not None:
         return  # reported by _check_knob
     reach = _largest_int(dist)
-    if reach < epochs:
+    if freeze_fits(reach, epochs):  # the knob's range starts at 1: the largest value decides
         return
     fix = f"keep t_freeze below {epochs} (at most {epochs - 1}) or " if epochs > 1 else ""
     fail(

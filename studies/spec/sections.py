@@ -13,6 +13,7 @@ from pydantic import (
 
 from studies.spec.distributions import _Strict
 from studies.spec.names import _DATASET_FAMILY, _FAMILY_BACKBONE, KNOWN_MODELS, MODEL_CONFIG_FIELDS, Scalar
+from studies.trial_config import Key
 
 
 class ModelSpec(_Strict):
@@ -96,7 +97,7 @@ class DataOptions(_Strict):
 
     def trial_config(self) -> dict[str, list[Any]]:
         """The trial config keys (workers.training.TrainConfig fields) for the options that are set."""
-        options = {"corruptions": self.corruptions, "severities": self.severities}
+        options = {Key.CORRUPTIONS: self.corruptions, Key.SEVERITIES: self.severities}
         return {key: list(values) for key, values in options.items() if values is not None}
 
 

@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from studies.convergence import Convergence
+from studies.methods import METHODS
 from studies.spec.distributions import (
     Distribution,
     Fixed,
@@ -25,7 +26,7 @@ from studies.spec.distributions import (
     _Strict,
     has_searchable_knobs,
 )
-from studies.spec.names import DEFAULT_NUM_SAMPLES, KNOWN_DATASETS, METHODS
+from studies.spec.names import DEFAULT_NUM_SAMPLES, KNOWN_DATASETS
 from studies.spec.rules import _default_tune_seed, rule_errors
 from studies.spec.sections import Budget, DataOptions, GridPoint, ModelSpec, Resources, SchedulerSpec
 

@@ -139,7 +139,7 @@ def list_studies_with_open_mlflow_runs(session: Session, *, limit: int) -> list[
 
 
 def mark_mlflow_closed(session: Session, *, study_id: str) -> None:
-    """Record that no MLflow run of this ended study is left RUNNING (see service.study_runs)."""
+    """Record that no MLflow run of this ended study is left RUNNING (see service.orchestration.study_runs)."""
     row = _get_row(session, study_id, for_update=True)
     if StudyStatus(row.status) not in TERMINAL_STATUSES:
         raise ValueError(f"study '{study_id}' is {row.status}: only an ended study's runs are closed")

@@ -21,7 +21,7 @@ __all__ = [
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000  # the API and the study drivers write concurrently; wait, do not fail
 # Connections an engine pools (SQLAlchemy's defaults, stated because the API sizes its database gate,
-# service.load_shedding, below them: a unit of work there never waits on the pool for a connection).
+# service.api.load_shedding, below them: a unit of work there never waits on the pool for a connection).
 POOL_SIZE = 5
 POOL_MAX_OVERFLOW = 10
 POOL_CAPACITY = POOL_SIZE + POOL_MAX_OVERFLOW

@@ -1,4 +1,4 @@
-"""Domain errors raised by the store; service.errors maps them to HTTP status codes in one place."""
+"""Domain errors raised by the store; service.api.errors maps them to HTTP status codes in one place."""
 
 from __future__ import annotations
 

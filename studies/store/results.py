@@ -1,7 +1,7 @@
 """Results tables and their mechanism evidence, built from stored trials: the one place that turns a
 selection of final-phase (or grid) trials into a studies.tables table (its metric's direction from
 studies.spec.METRIC_DIRECTIONS, the studies' reference, planned seeds and paper numbers). GET /results
-(through service.results, which chooses the studies and checks the request) and the study driver (which
+(through service.api.results, which chooses the studies and checks the request) and the study driver (which
 saves one study's results with its MLflow parent run) both build here. No FastAPI: the driver imports it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from sqlalchemy.orm import Session
 
@@ -20,6 +20,9 @@ from studies.store.results_evidence import RESULT_PHASES, results_evidence
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
 from studies.tables.build import PlanKey
 from studies.tables.dataset_notes import dataset_note
+
+if TYPE_CHECKING:
+    from studies.tuning import StudyTuning
 
 __all__ = [
     "ResultsSelection",
@@ -55,6 +58,7 @@ class ResultsSelection:
 class StudyResults:
     table: ResultsTable
     evidence: Evidence
+    tuning: StudyTuning | None = None  # knob importance, optimisation history (results_tuning)
 
 
 def select_results(
@@ -119,9 +123,13 @@ def study_results(session: Session, *, study_id: str, confidence: float = 0.95) 
     if not trials:
         return None
     selection = select_results(study.dataset, [study], trials)
+    # Imported here: Optuna's evaluators load only where a study's results are built, not with the API.
+    from studies.store.results_tuning import stored_tuning_trials, tuning_of
+
     return StudyResults(
         table=results_table(selection, confidence=confidence),
         evidence=selection_evidence(session, selection, confidence=confidence),
+        tuning=tuning_of(study, stored_tuning_trials(session, study), confidence=confidence),
     )
 
 

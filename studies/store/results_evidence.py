@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from studies.evidence import DEFAULT_PLACEMENT, Evidence, EvidenceTrial, build_evidence
 from studies.store import Phase, TrialView, study_histories
+from studies.trial_config import Key
 
 __all__ = ["RESULT_PHASES", "evidence_trial", "results_evidence"]
 
@@ -48,8 +49,8 @@ def evidence_trial(
 ) -> EvidenceTrial:
     """A stored trial as studies.evidence reads it; placement and depth come from its config."""
     config = trial.config
-    knobs = _mapping(config.get("knobs"))
-    overrides = _mapping(config.get("model_overrides"))
+    knobs = _mapping(config.get(Key.KNOBS))
+    overrides = _mapping(config.get(Key.MODEL_OVERRIDES))
     placement = knobs.get("norm_placement", overrides.get("norm_placement", DEFAULT_PLACEMENT))
     depth = overrides.get("depth")
     value = trial.metric_value if metric_key is None else trial.metrics.get(metric_key)

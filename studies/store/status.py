@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from studies.trial_config import FINAL_PHASE, GRID_PHASE, TUNE_PHASE
+
 __all__ = [
     "ALLOWED_TRANSITIONS",
     "DRIVER_DIED",
@@ -33,9 +35,11 @@ class TrialStatus(str, Enum):
 
 
 class Phase(str, Enum):
-    TUNE = "tune"  # search on the validation split
-    FINAL = "final"  # best config per method, declared seeds, test split
-    GRID = "grid"  # every grid point x seed (kind: grid)
+    """A stored trial's phase: its trial config's (studies.trial_config)."""
+
+    TUNE = TUNE_PHASE  # search on the validation split
+    FINAL = FINAL_PHASE  # best config per method, declared seeds, test split
+    GRID = GRID_PHASE  # every grid point x seed (kind: grid)
 
 
 TERMINAL_STATUSES = frozenset({StudyStatus.SUCCEEDED, StudyStatus.FAILED, StudyStatus.CANCELLED})

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from studies.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord
 from studies.tables.build import DEFAULT_REFERENCE, build_results_table
 from studies.tables.model import ResultsRow
-from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord
 from studies.tables.render_html import to_html
 from studies.tables.render_svg import forest_plot_svg
 from studies.tables.render_text import CSV_COLUMNS, to_csv, to_json, to_markdown

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from studies.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord, row_label
 from studies.stats import (
     ADJUSTMENT_METHODS,
     INSUFFICIENT_DATA,
@@ -21,7 +22,6 @@ from studies.stats import (
 from studies.stats.compare import low_n_warning
 from studies.stats.summary import check_confidence
 from studies.tables.model import PRIMARY_TEST_NOTE, PRIMARY_TEST_NOTE_INTERSECT, ResultsRow
-from studies.tables.records import COMPLETED_STATUSES, FAILED_STATUSES, TrialRecord, row_label
 from studies.tables.table import ResultsTable
 
 __all__ = ["DEFAULT_REFERENCE", "PlanKey", "ResultsRow", "ResultsTable", "RowKey", "build_results_table"]

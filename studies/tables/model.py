@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from studies.records import row_label
 from studies.stats.summary import DEFAULT_BOOTSTRAP_RESAMPLES
-from studies.tables.records import row_label
 
 __all__ = ["PRIMARY_TEST_NOTE", "PRIMARY_TEST_NOTE_INTERSECT", "ResultsRow", "ResultsTableData"]
 

@@ -1,12 +1,13 @@
 """A self-contained HTML page for a results table: inline CSS, no scripts, no external assets.
 
 With `evidence` (studies.evidence), the page also shows the mechanism figures (gate heatmaps and
-per-layer gates, init rank against depth, final metric against init rank) below the table.
+per-layer gates, init rank against depth, final metric against init rank) below the table; with `tuning`
+(studies.tuning), each study's knob importance, optimisation history and, for a sweep, its response figure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from studies.tables.render_svg import forest_plot_svg
 if TYPE_CHECKING:
     from studies.evidence import Evidence
     from studies.tables.model import ResultsTableData
+    from studies.tuning import StudyTuning
 
 __all__ = ["to_html"]
 
@@ -57,11 +59,14 @@ figure.evidence svg { max-width: 100%; height: auto; }
 
 
 def to_html(
-    table: ResultsTableData, evidence: Evidence | None = None, run_links: Mapping[str, str] | None = None
+    table: ResultsTableData,
+    evidence: Evidence | None = None,
+    run_links: Mapping[str, str] | None = None,
+    tuning: Sequence[StudyTuning] = (),
 ) -> str:
     """A complete HTML document; verdict cells are coloured (better green, worse red). `evidence` adds
     its figures below the table (nothing when it holds no gate or rank data). `run_links`: the URL of each
-    MLflow run id the page names, where it has one."""
+    MLflow run id the page names, where it has one. `tuning`: the tuning views of the page's studies."""
     run_links = run_links or {}
     fmt = formatter_for(table)
     headers = display_headers(table)
@@ -131,6 +136,7 @@ def to_html(
 </tbody>
 </table>
 {_evidence_section(evidence)}
+{_tuning_section(tuning)}
 <h2>Per-seed values, warnings and provenance</h2>
 {chr(10).join(details)}
 </body>
@@ -140,6 +146,14 @@ def to_html(
 
 def _linked(text: str, url: str | None) -> str:
     return f'<a href="{escape(url)}">{escape(text)}</a>' if url else escape(text)
+
+
+def _tuning_section(tuning: Sequence[StudyTuning]) -> str:
+    if not tuning:
+        return ""
+    from studies.tables.render_tuning_text import tuning_html_section
+
+    return tuning_html_section(tuning)
 
 
 def _evidence_section(evidence: Evidence | None) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from service.processes import http_ok, wait_until
+from service.stack.processes import http_ok, wait_until
 from tests.docker.base_images import ensure_base_images
 from tests.docker.compose_plan import load_plan
 from tests.docker.docker_stack import DockerError, DockerStack, build_image, docker

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.processes import free_port
+from service.stack.processes import free_port
 from tests.docker.compose_plan import BuildStep, ComposePlan, ContainerStep
 
 __all__ = ["DockerError", "DockerStack", "docker"]

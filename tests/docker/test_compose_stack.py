@@ -14,8 +14,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from service.client import ApiClient, submit_spec_text
-from service.processes import http_ok, wait_until
+from service.cli.client import ApiClient, submit_spec_text
+from service.stack.processes import http_ok, wait_until
 from tests.docker.conftest import WORKERS, RunningStack
 from tests.docker.docker_stack import docker
 from tests.e2e.specs import two_method_grid

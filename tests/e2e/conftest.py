@@ -20,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from service.processes import http_ok, private_serve_environment, wait_until
+from service.stack.processes import http_ok, private_serve_environment, wait_until
 from studies.store import list_trials, make_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]

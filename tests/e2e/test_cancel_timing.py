@@ -23,8 +23,8 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
-from service.dispatcher import RayJobDispatcher
-from service.processes import wait_until
+from service.orchestration.dispatcher import RayJobDispatcher
+from service.stack.processes import wait_until
 from studies.store import get_study, make_engine, session_scope
 from workers.driver.parent_run import experiment_name
 

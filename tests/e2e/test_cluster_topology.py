@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.local_stack import mlflow_server, ray_head, ray_worker
-from service.processes import free_port, http_ok, wait_until
+from service.stack.local_stack import mlflow_server, ray_head, ray_worker
+from service.stack.processes import free_port, http_ok, wait_until
 from studies.store import list_trials, make_engine, session_scope
 from tests.e2e.conftest import start_serve
 from tests.e2e.specs import two_method_grid

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from service.dispatcher import DispatchError, JobState, RayJobDispatcher, submission_id_for
-from service.processes import wait_until
+from service.orchestration.dispatcher import DispatchError, JobState, RayJobDispatcher, submission_id_for
+from service.stack.processes import wait_until
 
 pytestmark = pytest.mark.slow
 

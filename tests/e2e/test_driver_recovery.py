@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 from mlflow.tracking import MlflowClient
 
-from service.dispatcher import submission_id_for
-from service.processes import wait_until
+from service.orchestration.dispatcher import submission_id_for
+from service.stack.processes import wait_until
 from studies.store import TrialEpoch, make_engine, session_scope
 from tests.e2e.conftest import study_trials
 from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study
@@ -89,7 +89,7 @@ def _kill_mid_study(service, study_id: str) -> dict[str, datetime]:
 
 def test_a_killed_driver_is_resubmitted_and_the_study_succeeds_with_every_trial_once(running_service):
     service = running_service
-    with service.client() as client:
+    with service.cli.client() as client:
         created = client.post("/studies", json=SPEC, headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]

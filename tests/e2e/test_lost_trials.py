@@ -12,7 +12,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.processes import wait_until
+from service.stack.processes import wait_until
 from tests.e2e.conftest import study_trials
 from tests.e2e.specs import interruptible_study
 
@@ -58,7 +58,7 @@ def _kill_as_a_trial_starts_after_another_ended(service, study_id: str) -> None:
 
 def test_trials_lost_with_a_killed_driver_keep_a_killed_run_and_are_not_counted_done(running_service):
     service = running_service
-    with service.client() as client:
+    with service.cli.client() as client:
         created = client.post("/studies", json=SPEC, headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]

@@ -20,9 +20,9 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from service.processes import free_port, http_ok, wait_until
-from service.stack_probe import Answer, mlflow_answer, mlflow_auth_headers
-from service.study_runs import StudyRuns
+from service.orchestration.study_runs import StudyRuns
+from service.stack.probe import Answer, mlflow_answer, mlflow_auth_headers
+from service.stack.processes import free_port, http_ok, wait_until
 from tests.process_groups import stop_process_group
 from workers.tracking.spool import journal_paths
 from workers.tracking.tracker import tracker_from_trial_config

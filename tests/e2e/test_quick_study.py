@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.processes import wait_until
+from service.stack.processes import wait_until
 from studies.store import list_trials, make_engine, session_scope
 from workers.settings import WorkerSettings
 

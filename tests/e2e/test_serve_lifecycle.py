@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.processes import http_ok, wait_until
+from service.stack.processes import http_ok, wait_until
 from tests.e2e.conftest import serve_environment, start_serve
 
 pytestmark = pytest.mark.slow

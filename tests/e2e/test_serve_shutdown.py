@@ -33,13 +33,13 @@ import httpx
 import psutil
 import pytest
 
-from service.processes import http_ok, wait_until
+from service.stack.processes import http_ok, wait_until
 from tests.e2e.conftest import API_TOKEN, REPO, serve_environment, start_serve
 
 pytestmark = pytest.mark.slow
 
 CTRL_C_LIMIT_S = 10.0
-# SIGTERM, the grace period (service.processes.STOP_GRACE_S) and some slack on a busy 2-core machine.
+# SIGTERM, the grace period (service.stack.processes.STOP_GRACE_S) and some slack on a busy 2-core machine.
 KILLED_LIMIT_S = 15.0
 _PORT_SETTINGS = (
     "NORMLAB_API_PORT",
@@ -185,7 +185,7 @@ def _launcher_and_guard(stack: Stack) -> tuple[int, int]:
     guard = next(
         child
         for child in psutil.Process(stack.launcher.pid).children()
-        if "service.local_stack" in child.cmdline()
+        if "service.stack.local_stack" in child.cmdline()
     )
     return stack.launcher.pid, guard.pid
 

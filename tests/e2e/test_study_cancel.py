@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.dispatcher import JobState, RayJobDispatcher
-from service.processes import wait_until
+from service.orchestration.dispatcher import JobState, RayJobDispatcher
+from service.stack.processes import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.processes import http_ok, wait_until
+from service.stack.processes import http_ok, wait_until
 from studies.store import get_study, list_trials, make_engine, session_scope
 from tests.e2e.conftest import serve_environment, start_serve
 from tests.e2e.specs import INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS, interruptible_study

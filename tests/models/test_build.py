@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from models import METHODS, PRESETS, build_model, norm_for_method
-from models.norms import NORM_KINDS, AutoNorm
+from models import PRESETS, build_model
+from models.norms import AutoNorm
 
 
 def test_paper_presets_have_the_paper_sizes() -> None:
@@ -27,17 +27,3 @@ def test_unknown_model_or_field_is_rejected_with_the_valid_names() -> None:
         build_model("resnet")
     with pytest.raises(ValueError, match="depth"):
         build_model("vit_lite_tiny", {"layers": 3})
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_every_method_maps_to_a_buildable_norm(method: str) -> None:
-    choice = norm_for_method(method)
-    assert choice.kind in NORM_KINDS
-    assert choice.gate_freeze is (method == "autonorm_s")
-    model = build_model("tabular_tiny", {"norm": choice.kind, "num_features": 3})
-    assert model(torch.randn(2, 3)).shape == (2, 1)
-
-
-def test_unknown_method_is_rejected() -> None:
-    with pytest.raises(ValueError, match="autonorm_s"):
-        norm_for_method("batchnorm")

@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.ports import ClusterUnreachableError, JobState
+from service.api.app import create_app
+from service.orchestration.ports import ClusterUnreachableError, JobState
 from service.settings import Settings
 
 API_TOKEN = "test-token-not-secret"
@@ -20,7 +20,7 @@ AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 
 class FakeDispatcher:
     """Records what the API asks of the cluster; `fail_cancel` makes cancel raise like an unreachable Ray
-    (the service.ports.Dispatcher contract: ClusterUnreachableError)."""
+    (the service.orchestration.ports.Dispatcher contract: ClusterUnreachableError)."""
 
     def __init__(self) -> None:
         self.submitted: list[str] = []

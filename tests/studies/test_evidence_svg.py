@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from studies.evidence import EvidenceTrial, build_evidence
+from studies.records import TrialRecord
 from studies.tables import build_results_table
-from studies.tables.records import TrialRecord
 from studies.tables.render_evidence_svg import (
     evidence_figures,
     gate_heatmap_svg,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from studies.knobs import freeze_fits
 from studies.spec import DEFAULT_T_FREEZE, KNOBS, StudySpec
 
 BASE = {
@@ -147,3 +148,11 @@ def test_the_post_freeze_gate_is_searched_like_the_other_autonorm_s_knobs():
         "must be one of sample, expected, hard"
         in problems[("method_search", "autonorm_s", "post_freeze_gate")]
     )
+
+
+@pytest.mark.parametrize(
+    "t_freeze, epochs, fits", [(1, 2, True), (9, 10, True), (10, 10, False), (0, 5, False)]
+)
+def test_the_freeze_rule_that_the_spec_and_the_training_config_both_apply(t_freeze, epochs, fits):
+    # AutoNorm-S decides after epoch t_freeze: it can freeze only when some epoch follows that one.
+    assert freeze_fits(t_freeze, epochs) is fits

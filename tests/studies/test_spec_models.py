@@ -1,4 +1,4 @@
-"""The spec's model names, config-field table and methods agree with what `models` really builds.
+"""The spec's model names and config-field table agree with what `models` really builds.
 
 studies.spec keeps names only (it must not import torch); these tests import models to keep them honest.
 """
@@ -16,7 +16,6 @@ from studies.spec import (
     KNOB_MODEL_FIELDS,
     KNOBS,
     KNOWN_MODELS,
-    METHODS,
     MODEL_CONFIG_FIELDS,
     StudySpec,
 )
@@ -97,12 +96,6 @@ def test_the_spec_refuses_every_model_that_the_study_datasets_cannot_train():
     assert not unusable & set(KNOWN_MODELS)
     usable = (set(MODELS) | set(PRESETS)) - unusable
     assert usable == set(KNOWN_MODELS)
-
-
-def test_spec_methods_are_exactly_the_models_methods():
-    from models.methods import METHODS as MODEL_METHODS
-
-    assert tuple(METHODS) == tuple(MODEL_METHODS)
 
 
 def test_a_model_override_that_a_searched_knob_also_sets_is_rejected_at_its_field_path():

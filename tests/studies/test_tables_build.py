@@ -12,7 +12,7 @@ from scipy import stats
 from studies.stats import adjust, compare_by_seed, summarize
 from studies.tables import TrialRecord, build_results_table
 
-from .test_tables_records import BETTER_ACC, NOISE_ACC, REFERENCE_ACC, WORSE_ACC, cifar_records, records_for
+from .test_records import BETTER_ACC, NOISE_ACC, REFERENCE_ACC, WORSE_ACC, cifar_records, records_for
 
 
 def build(records, **options):

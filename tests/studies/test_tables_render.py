@@ -20,7 +20,7 @@ from studies.tables import (
     to_markdown,
 )
 
-from .test_tables_records import cifar_records, records_for
+from .test_records import cifar_records, records_for
 
 PAPER = {"autonorm_s": 0.8635, "frozen_ln": 0.8297}
 

@@ -11,7 +11,7 @@ import pytest
 
 from studies.tables import TrialRecord, build_results_table, forest_plot_svg
 
-from .test_tables_records import cifar_records, records_for
+from .test_records import cifar_records, records_for
 
 
 def cifar_table(**options):

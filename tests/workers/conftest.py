@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.local_stack import mlflow_server as mlflow_server_process
-from service.processes import free_port
+from service.stack.local_stack import mlflow_server as mlflow_server_process
+from service.stack.processes import free_port
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,12 @@ from pathlib import Path
 import pytest
 
 from service.settings import Settings
-from workers.settings import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_DATA_DIR, WorkerSettings
+from workers.settings import (
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DATA_DIR,
+    DEFAULT_WARM_IDLE_S,
+    WorkerSettings,
+)
 
 
 def test_the_environment_sets_every_path_and_service_address():
@@ -69,6 +74,12 @@ def test_a_trial_checkpoints_every_ten_seconds_of_training_unless_told_otherwise
     assert WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": "0"}).checkpoint_every_s == 0.0
     assert WorkerSettings.from_env({"NORMLAB_CHECKPOINT_EVERY_S": "2.5"}).checkpoint_every_s == 2.5
     assert Settings.model_fields["checkpoint_every_s"].default == DEFAULT_CHECKPOINT_EVERY_S
+
+
+def test_warm_processes_are_released_after_ten_idle_minutes_unless_told_otherwise():
+    assert WorkerSettings.from_env({}).warm_idle_s == DEFAULT_WARM_IDLE_S == 600.0
+    assert WorkerSettings.from_env({"NORMLAB_WARM_IDLE_S": "0"}).warm_idle_s == 0.0
+    assert Settings.model_fields["warm_idle_s"].default == DEFAULT_WARM_IDLE_S
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan"])

@@ -10,11 +10,11 @@ from sqlalchemy.engine import Engine
 
 from studies.numbers import is_finite_number
 from studies.store import fill_trial_mlflow_run, list_trials, session_scope
+from studies.trial_config import DRIVER_ONLY_KEYS, Key, one_seed_config
 from workers.driver.recorder import seed_results, tune_bookkeeping_keys
 from workers.tracking.delivery import deliver_spool, spool_trial_history
-from workers.tracking.tracker import LOOKUP_TIMEOUT_S, SPOOL_DIR_KEY, finalize_trial_run, find_trial_run
-from workers.trials.entry import DRIVER_ONLY_KEYS
-from workers.trials.keys import SEEDS_KEY, flatten_trial_config
+from workers.tracking.tracker import LOOKUP_TIMEOUT_S, finalize_trial_run, find_trial_run
+from workers.trials.keys import flatten_trial_config
 
 __all__ = ["fill_missing_run_ids", "finalize_mlflow_runs", "reported_history"]
 
@@ -33,7 +33,9 @@ def finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, e
     """
     results = list(results)
     spool_dirs = {
-        config[SPOOL_DIR_KEY] for config in (r.config or {} for r in results) if config.get(SPOOL_DIR_KEY)
+        config[Key.MLFLOW_SPOOL_DIR]
+        for config in (r.config or {} for r in results)
+        if config.get(Key.MLFLOW_SPOOL_DIR)
     }
     reachable = True
     for spool_dir in sorted(spool_dirs):
@@ -59,7 +61,7 @@ def finalize_mlflow_runs(results, client: MlflowClient, experiment_id: str, *, e
                     if run_id is not None:
                         with session_scope(engine) as session:
                             fill_trial_mlflow_run(
-                                session, study_id=config["study_id"], trial_key=key, mlflow_run_id=run_id
+                                session, study_id=config[Key.STUDY_ID], trial_key=key, mlflow_run_id=run_id
                             )
                     continue
                 except Exception as exc:  # an outage must not fail a study whose results are in the DB
@@ -97,8 +99,7 @@ def fill_missing_run_ids(client: MlflowClient, experiment_id: str, *, engine: En
 
 def _seed_run_config(config: dict[str, Any], seed: int, trial_key: str) -> dict[str, Any]:
     """The config one seed's tracker was built from (workers.trials.trainable), for its run's tags and params."""
-    dropped = {SEEDS_KEY, "seed_trial_keys", *DRIVER_ONLY_KEYS}
-    return {**{k: v for k, v in config.items() if k not in dropped}, "seed": seed, "trial_key": trial_key}
+    return one_seed_config({k: v for k, v in config.items() if k not in DRIVER_ONLY_KEYS}, seed, trial_key)
 
 
 def reported_history(frame) -> list[dict[str, float]]:

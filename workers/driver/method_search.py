@@ -20,29 +20,25 @@ import pickle
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from optuna.distributions import BaseDistribution
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
-from ray.tune.search.sample import Domain
 
 from studies.numbers import is_finite_number
+from studies.trial_config import TUNE_PHASE, Key
 
 __all__ = ["MethodScheduler", "StudySearch"]
-
-METHOD_KEY = "method"
-KNOBS_KEY = "knobs"
-PHASE_KEY = "phase"
-TUNE_PHASE = "tune"
 
 
 class StudySearch(Searcher):
     """Suggests every trial of a compare study (see the module docstring).
 
     methods: all methods of the study, in order. spaces: the tuned methods' knob spaces as
-    `workers.driver.search_space.to_tune_space` returns them (Tune domains for searched knobs, plain values
-    for fixed ones); num_samples: tuning trials per tuned method. fixed_knobs: the knobs of the methods
-    that are not tuned. tune_config: what every tuning trial adds to its config (phase, seed, split);
-    final_configs: one dict per final trial of a method (phase, seed, split).
+    `workers.driver.search_space.to_tune_space` returns them (Optuna distributions for searched knobs,
+    plain values for fixed ones); num_samples: tuning trials per tuned method. fixed_knobs: the knobs of
+    the methods that are not tuned. tune_config: what every tuning trial adds to its config (phase, seed,
+    split); final_configs: one dict per final trial of a method (phase, seed, split).
     """
 
     def __init__(
@@ -67,7 +63,8 @@ class StudySearch(Searcher):
         }
         self._searches = {
             m: OptunaSearch(
-                space=OptunaSearch.convert_search_space({KNOBS_KEY: dict(space)}),
+                # Flat "knobs/<name>" keys: OptunaSearch nests each suggestion under config["knobs"].
+                space={f"{Key.KNOBS}/{k}": v for k, v in space.items() if isinstance(v, BaseDistribution)},
                 metric=metric,
                 mode=mode,
                 sampler=make_sampler(),
@@ -125,14 +122,14 @@ class StudySearch(Searcher):
         self._to_suggest[method] -= 1
         self._open[method].add(trial_id)
         self._method_of[trial_id] = method
-        knobs = {**self._fixed[method], **sampled.get(KNOBS_KEY, {})}
+        knobs = {**self._fixed[method], **sampled.get(Key.KNOBS, {})}
         self._knobs_of[trial_id] = knobs
-        return {**self._tune_config, METHOD_KEY: method, KNOBS_KEY: knobs}
+        return {**self._tune_config, Key.METHOD: method, Key.KNOBS: knobs}
 
     def _next_final(self, method: str) -> dict[str, Any]:
         index = self._finals_suggested[method]
         self._finals_suggested[method] += 1
-        return {**self._final_configs[index], METHOD_KEY: method, KNOBS_KEY: self.best_knobs(method)}
+        return {**self._final_configs[index], Key.METHOD: method, Key.KNOBS: self.best_knobs(method)}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if trial_id in self._method_of:
@@ -178,9 +175,9 @@ class MethodScheduler(FIFOScheduler):
         self._supports_buffered_results = all(s.supports_buffered_results for s in self._schedulers.values())
 
     def _of(self, trial: Any) -> TrialScheduler:
-        if trial.config.get(PHASE_KEY, TUNE_PHASE) != TUNE_PHASE:
+        if trial.config.get(Key.PHASE, TUNE_PHASE) != TUNE_PHASE:
             return self._to_the_end
-        return self._schedulers[trial.config[METHOD_KEY]]
+        return self._schedulers[trial.config[Key.METHOD]]
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         accepted = [s.set_search_properties(metric, mode, **spec) for s in self._schedulers.values()]
@@ -215,4 +212,4 @@ class MethodScheduler(FIFOScheduler):
 
 
 def _constants(space: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in space.items() if not isinstance(v, Domain)}
+    return {k: v for k, v in space.items() if not isinstance(v, BaseDistribution)}

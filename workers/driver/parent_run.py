@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 PARENT_ROLE_TAG = "normlab.role"
 # The experiment's kind, "custom_model_development": model training (runs, metric charts). MLflow 3.17's
 # UI (workflow-based navigation) no longer reads it and opens the view the browser last chose, GenAI by
-# default; NormLab's links name the view instead (service.mlflow_links).
+# default; NormLab's links name the view instead (service.api.mlflow_links).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 RESULTS_ARTIFACT_DIR = "results"
@@ -126,8 +126,9 @@ def _terminate_quietly(client: MlflowClient, run_id: str, status: str) -> None:
 
 
 def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, study_id: str) -> list[str]:
-    """Save the study's results table (html, md, json), its evidence (json) and every figure (svg) under
-    `results/` of the parent run; returns the artifact paths written.
+    """Save the study's results table (html, md, json), its evidence (json), its knob importance and
+    optimisation history (tuning.json, when it tuned or swept) and every figure (svg) under `results/` of
+    the parent run; returns the artifact paths written.
 
     Best-effort: the database and MLflow both hold the results already, so any failure (a tracking
     outage, a locked database) is logged as a warning and never raised to the study.
@@ -137,6 +138,7 @@ def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, 
     from studies.tables.render_evidence_svg import evidence_figures, standalone_svg
     from studies.tables.render_html import to_html
     from studies.tables.render_svg import forest_plot_svg
+    from studies.tables.render_tuning_svg import tuning_figures
 
     written: list[str] = []
     try:
@@ -144,9 +146,9 @@ def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, 
             results = study_results(session, study_id=study_id)
         if results is None:
             return written
-        table, evidence = results.table, results.evidence
+        table, evidence, tuning = results.table, results.evidence, results.tuning
         texts = {
-            "results.html": to_html(table, evidence=evidence),
+            "results.html": to_html(table, evidence=evidence, tuning=[tuning] if tuning else []),
             "results.md": table.to_markdown(),
             "figures/forest_plot.svg": standalone_svg(forest_plot_svg(table)),
         }
@@ -156,7 +158,11 @@ def log_results_artifacts(client: MlflowClient, run_id: str, *, engine: Engine, 
                 for figure in evidence_figures(evidence)
             }
         )
-        for path, payload in (("results.json", table.to_json()), ("evidence.json", evidence.to_json())):
+        payloads = {"results.json": table.to_json(), "evidence.json": evidence.to_json()}
+        if tuning is not None:
+            payloads["tuning.json"] = tuning.to_json()
+            texts.update({f"figures/{f.name}.svg": standalone_svg(f.svg) for f in tuning_figures(tuning)})
+        for path, payload in payloads.items():
             client.log_dict(run_id, payload, f"{RESULTS_ARTIFACT_DIR}/{path}")
             written.append(f"{RESULTS_ARTIFACT_DIR}/{path}")
         for path, text in texts.items():

@@ -23,10 +23,10 @@ from studies.store import (
     record_trial_epoch,
     session_scope,
 )
+from studies.trial_config import ORCHESTRATION_KEYS, PER_SEED, Key
 from workers.tracking.tracker import find_trial_run
-from workers.training.config import ORCHESTRATION_KEYS, RESUME_INSENSITIVE_FIELDS
-from workers.trials.entry import MAY_STOP_EARLY_KEY
-from workers.trials.keys import PER_SEED_KEY, flatten_trial_config, seed_trial_keys
+from workers.training.config import RESUME_INSENSITIVE_FIELDS
+from workers.trials.keys import flatten_trial_config, seed_trial_keys
 
 __all__ = [
     "TrialRecorder",
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # Keys of the trial config that say where and how a trial ran, not what it is: they stay out of the
 # stored config (study, phase and key have their own columns).
-_NOT_SCIENTIFIC = ORCHESTRATION_KEYS | RESUME_INSENSITIVE_FIELDS | {MAY_STOP_EARLY_KEY}
+_NOT_SCIENTIFIC = ORCHESTRATION_KEYS | RESUME_INSENSITIVE_FIELDS | {Key.MAY_STOP_EARLY}
 
 
 def numeric_metrics(result: Mapping[str, Any] | None) -> dict[str, float]:
@@ -71,13 +71,13 @@ def seed_results(
         ((seed, key),) = keys.items()
         return [(seed, key, result or {})]
     result = result or {}
-    nested = result.get(PER_SEED_KEY)
+    nested = result.get(PER_SEED)
     out = []
     for seed, key in keys.items():
         if isinstance(nested, Mapping):
             part = nested.get(str(seed)) or {}
         else:
-            prefix = f"{PER_SEED_KEY}/{seed}/"
+            prefix = f"{PER_SEED}/{seed}/"
             part = {k[len(prefix) :]: v for k, v in result.items() if k.startswith(prefix)}
         out.append((seed, key, part))
     return out
@@ -155,14 +155,14 @@ class TrialRecorder(Callback):
                 with session_scope(self.engine) as session:
                     record_trial_epoch(
                         session,
-                        study_id=config["study_id"],
+                        study_id=config[Key.STUDY_ID],
                         trial_key=key,
                         epoch=int(float(epoch)),  # a whole number (checked above)
                         metrics=reported_metrics(seed_result),
                     )
             except Exception:  # a locked DB loses one epoch row, never the sweep
                 log.exception("could not record epoch %s of trial %s", epoch, key)
-            self._fill_run_id(config["study_id"], key)
+            self._fill_run_id(config[Key.STUDY_ID], key)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._record(trial, status=TrialStatus.SUCCEEDED, error=None)
@@ -177,7 +177,7 @@ class TrialRecorder(Callback):
 
     def _record(self, trial, *, status: TrialStatus, error: str | None) -> None:
         config = flatten_trial_config(trial.config)
-        metric_key = self._metric_key(config["phase"])
+        metric_key = self._metric_key(config[Key.PHASE])
         # A seed-batched trial is one row per seed, each keyed and valued as its single-seed trial would be.
         for seed, key, seed_result in seed_results(config, trial.trial_id, trial.last_result):
             metrics = numeric_metrics(seed_result)
@@ -186,15 +186,15 @@ class TrialRecorder(Callback):
             if status == TrialStatus.SUCCEEDED and value is None:
                 seed_status, seed_error = TrialStatus.FAILED, f"trial finished without reporting {metric_key}"
             scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
-            scientific["seed"] = seed
+            scientific[Key.SEED] = seed
             try:
                 with session_scope(self.engine) as session:
                     record_trial(
                         session,
-                        study_id=config["study_id"],
+                        study_id=config[Key.STUDY_ID],
                         trial_key=key,
-                        phase=config["phase"],
-                        method=config["method"],
+                        phase=config[Key.PHASE],
+                        method=config[Key.METHOD],
                         config=scientific,
                         seed=seed,
                         status=seed_status,
@@ -204,7 +204,7 @@ class TrialRecorder(Callback):
                         if seed_status != TrialStatus.RUNNING
                         else None,
                         error=seed_error,
-                        group=config.get("group"),
+                        group=config.get(Key.GROUP),
                     )
             except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
                 log.exception("could not record trial %s", key)

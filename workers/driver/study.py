@@ -27,7 +27,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
-from studies.spec import DATASET_METRICS, Fixed, StudySpec, has_searchable_knobs
+from studies.spec import DATASET_METRICS, Fixed, StudySpec
 from studies.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
@@ -37,18 +37,17 @@ from studies.store import (
     set_study_runtime,
     set_study_status,
 )
+from studies.trial_config import FINAL_PHASE, GRID_PHASE, ORCHESTRATION_KEYS, TUNE_PHASE, Key, trial_seeds
 from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
+from workers.driver.trial_configs import StudyTrialConfigs
 from workers.settings import WorkerSettings
 from workers.tracking.spool import SPOOL_DIR_NAME
-from workers.tracking.tracker import SPOOL_DIR_KEY
-from workers.training.config import CHECKPOINT_EVERY_KEY, ORCHESTRATION_KEYS
-from workers.trials.entry import MAY_STOP_EARLY_KEY, study_trial
-from workers.trials.keys import SEEDS_KEY, VARIANT_KEY
-from workers.trials.plan import TrialPlan, plan_trials, seed_batches
+from workers.trials.entry import study_trial
+from workers.trials.plan import TrialPlan, plan_trials
 from workers.trials.relay import warm_trial_hosts_for_study
 
 __all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "open_parent_run", "run_study"]
@@ -170,28 +169,19 @@ def _run_sweeps(
     """Plan the study's trials and run its Tune experiment(s) to their end."""
     metric = dataset_metric(spec.dataset)
     settings = WorkerSettings.from_env()
-    base: dict[str, Any] = {
-        "study_id": study_id,
-        "dataset": spec.dataset,
-        "model": spec.model.preset,
-        "model_overrides": dict(spec.model.overrides),
-        "epochs": spec.budget.epochs,
-        "batch_size": spec.budget.batch_size,
-        "warmup_epochs": spec.budget.warmup_epochs,
-        "compile": spec.budget.compile,
-        CHECKPOINT_EVERY_KEY: checkpoint_interval_s(spec, settings),
-        "split_seed": spec.split_seed,
-        **spec.data.trial_config(),  # corruption eval sets (corruptions, severities) where the spec sets them
-        "num_threads": max(1, int(spec.resources.cpu)),
-        "mlflow_tracking_uri": ctx.mlflow_tracking_uri,
-        "mlflow_experiment_id": parent.experiment_id,
-        "mlflow_parent_run_id": parent.run_id,
+    configs = StudyTrialConfigs(spec)
+    every_s = checkpoint_interval_s(spec, settings)
+    base = configs.base(
+        study_id=study_id,
+        checkpoint_every_s=every_s,
+        mlflow_tracking_uri=ctx.mlflow_tracking_uri,
+        mlflow_experiment_id=parent.experiment_id,
+        mlflow_parent_run_id=parent.run_id,
         # Where trackers journal what MLflow has not taken yet (on the nodes' data dir, shared in a cluster).
-        SPOOL_DIR_KEY: str(settings.data_dir / SPOOL_DIR_NAME),
-    }
+        mlflow_spool_dir=str(settings.data_dir / SPOOL_DIR_NAME),
+    )
     plan = plan_study_trials(spec, base)
     log.info("study %s: %s", study_id, plan.describe())
-    every_s = base[CHECKPOINT_EVERY_KEY]
     log.info(
         "study %s: trials checkpoint %s",
         study_id,
@@ -202,14 +192,9 @@ def _run_sweeps(
     record_trial_plan(client, parent.run_id, plan)
     check_cluster_fits(plan)
     if spec.kind == "grid":
-        variants = [
-            {"method": m, "group": point.label, "knobs": dict(point.knobs), **seed_fields(batch)}
-            for m in spec.methods
-            for point in spec.grid_points(m)
-            for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
-        ]
+        variants = configs.variants(plan.seeds_per_trial)
         _run_variants(
-            spec, plan, ctx, base, variants, phase="grid", metric=metric, client=client, parent=parent
+            spec, plan, ctx, base, variants, phase=GRID_PHASE, metric=metric, client=client, parent=parent
         )
     else:
         _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
@@ -259,7 +244,7 @@ def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
     """The study's TrialPlan (workers.trials.plan), measuring a trial on a GPU node when `gpu` is auto."""
 
     def measure_peak(seeds_per_trial: int) -> tuple[int, int]:
-        probes = probe_trial_configs(spec, base, seeds_per_trial)
+        probes = [{**base, **probe} for probe in StudyTrialConfigs(spec).probes(seeds_per_trial)]
         log.info("measuring the GPU memory of %d probe trial(s) for resources.gpu: auto", len(probes))
         task = ray.remote(num_gpus=1, num_cpus=spec.resources.cpu)(measure_probe_memory)
         peaks = ray.get([task.remote(config) for config in probes])
@@ -276,41 +261,12 @@ def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
     )
 
 
-def probe_trial_configs(spec: StudySpec, base: dict[str, Any], seeds_per_trial: int) -> list[dict[str, Any]]:
-    """One trial config per method, final phase, with its largest `width_expansion` (the one knob that
-    grows the model), for the memory probe; the other knobs keep their defaults."""
-    seeds = spec.seeds[: max(1, seeds_per_trial)]
-    configs = []
-    for method in spec.methods:
-        widths = [
-            value
-            for value in _knob_values(spec.search_space_for(method).get("width_expansion"))
-            if isinstance(value, (int, float)) and not isinstance(value, bool)
-        ]
-        knobs = {"width_expansion": max(widths)} if widths else {}
-        configs.append(
-            {**base, "phase": "final", "eval_split": "val", "method": method, "knobs": knobs, "seed": seeds[0],
-             "seeds": seeds}
-        )  # fmt: skip
-    return configs
-
-
-def _knob_values(distribution: Any) -> list[Any]:
-    if distribution is None:
-        return []
-    for attribute in ("values", "value"):
-        if hasattr(distribution, attribute):
-            value = getattr(distribution, attribute)
-            return list(value) if isinstance(value, list) else [value]
-    return [distribution.low, distribution.high]
-
-
 def measure_probe_memory(config: dict[str, Any]) -> tuple[int, int]:
     """Runs on a GPU node (a Ray task): (peak bytes, device bytes) of a few steps of the probe trial."""
     from workers.training import TrainConfig
     from workers.training.memory_probe import measure_trial_memory
 
-    seeds = [int(s) for s in config["seeds"]]
+    seeds = trial_seeds(config)
     single = {k: v for k, v in config.items() if k not in ORCHESTRATION_KEYS}
     memory = measure_trial_memory(TrainConfig.from_trial_config(single, device="cuda"), seeds)
     return memory.peak_bytes, memory.device_bytes
@@ -322,11 +278,6 @@ def record_trial_plan(client: MlflowClient, parent_run_id: str, plan: TrialPlan)
         client.set_tag(parent_run_id, "normlab.trial_plan", plan.describe())
     except Exception as exc:
         log.warning("could not tag the MLflow parent run with the trial plan: %s", exc)
-
-
-def seed_fields(batch: list[int]) -> dict[str, Any]:
-    """A final or grid trial's seed fields: `seed`, plus `seeds` when the trial trains a seed batch."""
-    return {"seed": batch[0], SEEDS_KEY: list(batch)} if len(batch) > 1 else {"seed": batch[0]}
 
 
 def _trainable(plan: TrialPlan):
@@ -356,9 +307,9 @@ def _run_compare(
     is tuned by its own seeded TPE sampler on the tune seed (ASHA rungs per method), and once its tuning
     trials have ended its best knobs run on every final seed, on the test split. A method without searchable
     knobs goes straight to its final trials."""
+    configs = StudyTrialConfigs(spec)
     spaces = {m: spec.search_space_for(m) for m in spec.methods}
-    tuned = [m for m in spec.methods if has_searchable_knobs(spaces[m])]
-    early_stopping = spec.scheduler.type == "asha" and bool(tuned)
+    tuned = configs.tuned_methods
     import optuna
 
     search = StudySearch(
@@ -371,22 +322,14 @@ def _run_compare(
             for m in spec.methods
             if m not in tuned
         },
-        tune_config={
-            "phase": "tune",
-            "seed": spec.tune_seed,
-            "eval_split": "val",
-            MAY_STOP_EARLY_KEY: early_stopping,
-        },
-        final_configs=[
-            {"phase": "final", **seed_fields(batch), "eval_split": "test", MAY_STOP_EARLY_KEY: False}
-            for batch in seed_batches(spec.seeds, plan.seeds_per_trial)
-        ],
+        tune_config=configs.tuning,
+        final_configs=configs.finals(plan.seeds_per_trial),
         metric="objective",
         mode=metric.mode,
         make_sampler=lambda: optuna.samplers.TPESampler(seed=spec.tune_seed),
     )
     scheduler = None
-    if early_stopping:
+    if configs.early_stopping:
         scheduler = MethodScheduler(
             {
                 m: ASHAScheduler(
@@ -415,7 +358,11 @@ def _run_compare(
             reuse_actors=True,
         ),
         run_config=_run_config(
-            spec, ctx, name, metric_key={"tune": "objective", "final": f"test_{metric.name}"}, parent=parent
+            spec,
+            ctx,
+            name,
+            metric_key={TUNE_PHASE: "objective", FINAL_PHASE: f"test_{metric.name}"},
+            parent=parent,
         ),
     )
     finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
@@ -438,8 +385,7 @@ def _run_variants(
     spec: StudySpec, plan: TrialPlan, ctx, base, variants, *, phase: str, metric, client, parent
 ) -> None:
     """Final or grid phase: every variant (method, knobs, seed[, group]) runs to the end on the test split."""
-    param_space = {**base, "phase": phase, "eval_split": "test", VARIANT_KEY: tune.grid_search(variants)}
-    param_space[MAY_STOP_EARLY_KEY] = False  # no scheduler: every trial runs to its end
+    param_space = {**base, **StudyTrialConfigs.variant_fields(phase), Key.VARIANT: tune.grid_search(variants)}
     name = f"{phase}"
     tuner = _tuner(
         ctx.results_dir / name,

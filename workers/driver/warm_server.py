@@ -20,6 +20,12 @@ process runs the driver itself, as before.
 
 One thread only: the main loop accepts, forks and reaps, woken by SIGCHLD through a self-pipe; a fork from a
 process with other Python threads could copy a lock one of them held.
+
+Lean while idle (`--lazy`, `--release-after S`, as `normlab serve` starts it): the preloaded modules hold
+~0.2 GB, so the server starts with only its socket and imports them when the first study's job connects
+(that study pays the imports, as a job without a server would; the next ones find them loaded), and after S
+seconds without a driver it re-executes itself on the same listening socket, lean again: a job connecting
+meanwhile waits in the socket's backlog, and the code is imported afresh (edits included) by the next study.
 """
 
 from __future__ import annotations
@@ -90,6 +96,9 @@ class WarmDriverServer:
     socket_path: Path
     entry: str = DRIVER_ENTRY
     code: str = ""  # code_fingerprint() of what was imported: a job whose code differs runs its own driver
+    preloaded: bool = False  # the driver's modules are imported (warm_up)
+    release_after_s: float = 0.0  # back to lean after this long without a driver (0: never)
+    _idle_since: float = field(default_factory=time.monotonic)
     drivers: dict[int, _Driver] = field(default_factory=dict)  # pid -> its driver
     _listener: socket.socket | None = None
     _wakeup_read: int = -1
@@ -107,6 +116,20 @@ class WarmDriverServer:
             os.umask(previous)
         listener.listen(64)
         self._listener = listener
+
+    def adopt(self, fd: int) -> None:
+        """Serve on a listening socket this process inherited (from the server it was before `_release`)."""
+        self._listener = socket.socket(fileno=fd)
+        self._listener.set_inheritable(False)
+
+    def warm_up(self) -> None:
+        """Import what a driver imports. The code's fingerprint is taken first: what is imported is at least
+        as new as it."""
+        self.code = code_fingerprint()
+        _say(f"preloaded the driver's modules in {preload():.1f} s")
+        if threading.active_count() > 1:
+            raise SystemExit("a preloaded module started a Python thread: forking drivers would be unsafe")
+        self.preloaded = True
 
     def serve_forever(self) -> None:
         """Accept, fork and reap until SIGTERM or SIGINT; then close the socket. Running drivers are left
@@ -147,6 +170,25 @@ class WarmDriverServer:
             except Exception:  # one bad connection must not end the server (and its drivers' guard)
                 _say(f"error serving a connection:\n{traceback.format_exc()}")
         self._reap()
+        if self.drivers or not self.preloaded:
+            self._idle_since = time.monotonic()
+        elif self.release_after_s > 0 and time.monotonic() - self._idle_since >= self.release_after_s:
+            self._release()
+
+    def _release(self) -> None:
+        """Give the preloaded modules' memory back: re-execute this server, lean, on the same listening socket
+        (the same process, so whoever started it still knows it). Only with no driver running: the new
+        program would not know them."""
+        assert self._listener is not None and not self.drivers
+        _say(f"no driver for {self.release_after_s:g} s: releasing the preloaded modules")
+        fd = self._listener.fileno()
+        os.set_inheritable(fd, True)
+        signal.set_wakeup_fd(-1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        argv = ["-m", "workers.driver.warm_server", "--socket", str(self.socket_path), "--entry", self.entry]
+        argv += ["--lazy", "--release-after", f"{self.release_after_s:g}", "--listen-fd", str(fd)]
+        os.execv(sys.executable, [sys.executable, *argv])
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -163,6 +205,8 @@ class WarmDriverServer:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self._refuse(client, fds, f"bad request: {exc}")
             return
+        if not self.preloaded:
+            self.warm_up()  # the first study since start or release: it waits for the imports
         if self.code and request.get("code") != self.code:
             self._refuse(
                 client, fds, "the code changed since this server imported it (restart `normlab serve`)"
@@ -333,16 +377,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m workers.driver.warm_server", description=__doc__)
     parser.add_argument("--socket", required=True, type=Path, help="the Unix socket to listen on")
     parser.add_argument("--entry", default=DRIVER_ENTRY, help="module:function a driver runs (tests)")
+    parser.add_argument(
+        "--lazy", action="store_true", help="import the driver's modules at the first request"
+    )
+    parser.add_argument(
+        "--release-after", type=float, default=0.0, help="seconds without a driver before going lean again"
+    )
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # set by _release
     args = parser.parse_args(argv)
-    # Taken before the imports: what is imported is at least as new as this.
-    server = WarmDriverServer(args.socket, entry=args.entry, code=code_fingerprint())
+    server = WarmDriverServer(args.socket, entry=args.entry, release_after_s=args.release_after)
     # Listen before the imports, so that whoever started this need not wait for them: a client that
     # connects meanwhile waits in the backlog and is served once they are done.
-    server.listen()
-    _say(f"{READY_LINE} on {args.socket}")
-    _say(f"preloaded the driver's modules in {preload():.1f} s")
-    if threading.active_count() > 1:
-        raise SystemExit("a preloaded module started a Python thread: forking drivers would be unsafe")
+    if args.listen_fd is None:
+        server.listen()
+        _say(f"{READY_LINE} on {args.socket}")
+    else:
+        server.adopt(args.listen_fd)
+        _say(f"lean again, listening on {args.socket}")
+    if not args.lazy:
+        server.warm_up()
     server.serve_forever()
 
 

@@ -28,6 +28,7 @@ from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from studies.trial_config import Key
 from workers.tracking.runs import (
     MAX_METRICS_PER_BATCH,
     get_or_create_trial_run,
@@ -36,7 +37,6 @@ from workers.tracking.runs import (
     trial_run_identity,
 )
 from workers.tracking.spool import RunJournal, SpooledRun, journal_paths
-from workers.tracking.tracker import SPOOL_DIR_KEY
 
 __all__ = [
     "SpoolDelivery",
@@ -146,7 +146,7 @@ def spool_trial_history(
     """Journal a trial's reported epochs and final status for a later delivery (the driver could not
     complete its run); None when the config names no spool directory or no MLflow run."""
     identity = trial_run_identity(config)
-    spool_dir = config.get(SPOOL_DIR_KEY)
+    spool_dir = config.get(Key.MLFLOW_SPOOL_DIR)
     if identity is None or not spool_dir:
         return None
     journal = RunJournal.create(spool_dir, identity)

@@ -15,9 +15,9 @@ from typing import Any
 from mlflow.entities import Metric, Param, Run, ViewType
 from mlflow.tracking import MlflowClient
 
+from studies.trial_config import ORCHESTRATION_KEYS, Key
 from workers.tracking.deadline import call_with_deadline
 from workers.tracking.spool import TrialRunIdentity
-from workers.training.config import ORCHESTRATION_KEYS
 
 __all__ = [
     "LOOKUP_TIMEOUT_S",
@@ -55,15 +55,15 @@ LOOKUP_TIMEOUT_S = 5.0
 def trial_tags(config: Mapping[str, Any]) -> dict[str, str]:
     """The tags architecture.md fixes for a trial's child run."""
     tags = {
-        "normlab.study_id": str(config.get("study_id", "")),
-        "normlab.method": str(config.get("method", "")),
-        "normlab.seed": str(config.get("seed", "")),
-        "normlab.phase": str(config.get("phase", "")),
-        TRIAL_KEY_TAG: str(config["trial_key"]),
-        "normlab.dataset": str(config.get("dataset", "")),
+        "normlab.study_id": str(config.get(Key.STUDY_ID, "")),
+        "normlab.method": str(config.get(Key.METHOD, "")),
+        "normlab.seed": str(config.get(Key.SEED, "")),
+        "normlab.phase": str(config.get(Key.PHASE, "")),
+        TRIAL_KEY_TAG: str(config[Key.TRIAL_KEY]),
+        "normlab.dataset": str(config.get(Key.DATASET, "")),
     }
-    if config.get("mlflow_parent_run_id"):
-        tags[PARENT_RUN_TAG] = str(config["mlflow_parent_run_id"])
+    if config.get(Key.MLFLOW_PARENT_RUN_ID):
+        tags[PARENT_RUN_TAG] = str(config[Key.MLFLOW_PARENT_RUN_ID])
     return tags
 
 
@@ -146,12 +146,12 @@ def history_metrics(
 
 def trial_run_identity(config: Mapping[str, Any]) -> TrialRunIdentity | None:
     """The trial's run as its config names it, or None when the config names no MLflow server/experiment."""
-    if not config.get("mlflow_tracking_uri") or config.get("mlflow_experiment_id") in (None, ""):
+    if not config.get(Key.MLFLOW_TRACKING_URI) or config.get(Key.MLFLOW_EXPERIMENT_ID) in (None, ""):
         return None
     return TrialRunIdentity(
-        tracking_uri=str(config["mlflow_tracking_uri"]),
-        experiment_id=str(config["mlflow_experiment_id"]),
-        trial_key=str(config["trial_key"]),
+        tracking_uri=str(config[Key.MLFLOW_TRACKING_URI]),
+        experiment_id=str(config[Key.MLFLOW_EXPERIMENT_ID]),
+        trial_key=str(config[Key.TRIAL_KEY]),
         tags=trial_tags(config),
         params=trial_params(config),
     )

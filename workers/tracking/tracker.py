@@ -26,6 +26,8 @@ from typing import Any
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from studies.trial_config import Key
+
 # The run-level functions live in workers.tracking.runs; they are re-exported here for the callers that
 # know them as workers.tracking.tracker.*.
 from workers.tracking.runs import (
@@ -48,7 +50,6 @@ from workers.tracking.spool import RunJournal, TrialRunIdentity
 __all__ = [
     "CLOSE_TIMEOUT_S",
     "LOOKUP_TIMEOUT_S",
-    "SPOOL_DIR_KEY",
     "TRIAL_KEY_TAG",
     "TrialTracker",
     "close_trackers",
@@ -65,8 +66,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The trial config key naming the node's spool directory (set by the driver; absent: no journal).
-SPOOL_DIR_KEY = "mlflow_spool_dir"
 # How long a trial's end may wait for MLflow to take its last metrics and status; the rest is delivered in
 # the background (and is on disk when a spool directory is set).
 CLOSE_TIMEOUT_S = 5.0
@@ -446,7 +445,7 @@ def tracker_from_trial_config(config: Mapping[str, Any], **options: Any) -> Tria
     identity = trial_run_identity(config)
     if identity is None:
         return None
-    options.setdefault("spool_dir", config.get(SPOOL_DIR_KEY) or None)
+    options.setdefault("spool_dir", config.get(Key.MLFLOW_SPOOL_DIR) or None)  # absent: no journal
     return TrialTracker(
         tracking_uri=identity.tracking_uri,
         experiment_id=identity.experiment_id,

@@ -7,48 +7,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS
+from studies.knobs import (
+    DEFAULT_EPS_H,
+    DEFAULT_FREEZE_SCOPE,
+    DEFAULT_FREEZE_SIGNAL,
+    DEFAULT_T_FREEZE,
+    KNOB_MODEL_FIELDS,
+    KNOBS,
+    freeze_fits,
+)
+from studies.methods import FREEZING_METHODS
+from studies.trial_config import ORCHESTRATION_KEYS
 
 __all__ = [
-    "CHECKPOINT_EVERY_KEY",
     "COMPILE_MODES",
     "MODEL_KNOBS",
     "NORM_OPTION_KNOBS",
-    "ORCHESTRATION_KEYS",
     "RESUME_INSENSITIVE_FIELDS",
     "TRAINING_KNOBS",
     "TrainConfig",
-    "checkpoint_every_s_of",
     "model_config",
 ]
-
-# The trial config key of budget.checkpoint_every_s (resolved by the driver): seconds of training between
-# a trial's checkpoints (workers.training.checkpoint.CheckpointSchedule).
-CHECKPOINT_EVERY_KEY = "checkpoint_every_s"
-
-
-def checkpoint_every_s_of(config: Mapping[str, Any]) -> float:
-    """A trial config's checkpoint interval; absent (a config from before intervals existed): every epoch."""
-    return float(config.get(CHECKPOINT_EVERY_KEY) or 0.0)
-
-
-# Trial config keys the orchestration layer adds; the loop does not read them (the trainable and the
-# MLflow tracker do).
-ORCHESTRATION_KEYS = frozenset(
-    {
-        "study_id",
-        "phase",
-        "trial_key",
-        "mlflow_tracking_uri",
-        "mlflow_experiment_id",
-        "mlflow_parent_run_id",
-        "mlflow_spool_dir",  # where the tracker journals what MLflow has not taken yet (workers.tracking.tracker)
-        CHECKPOINT_EVERY_KEY,  # the trial's checkpoint schedule (workers.trials.trainable)
-        # A seed-batched trial: the seeds it trains together and each one's own trial key.
-        "seeds",
-        "seed_trial_keys",
-    }
-)
 
 # budget.compile values: how the training forward runs (workers.training.compiled).
 COMPILE_MODES: tuple[str, ...] = ("none", "default", "reduce-overhead")
@@ -79,7 +58,7 @@ RESUME_INSENSITIVE_FIELDS = frozenset({"device", "num_threads", "progress", "dat
 class TrainConfig:
     """Everything one training run needs. Defaults follow science.md section 2 (Compact-Transformers recipe)."""
 
-    method: str = "frozen_ln"  # a models.methods.METHODS name: decides the norm layer and the freeze schedule
+    method: str = "frozen_ln"  # a studies.methods name: decides the norm layer and the freeze schedule
     dataset: str = "digits"  # a workers.data.DATASETS name
     model: str | None = None  # preset or model name; None -> the dataset's default preset
     model_overrides: dict[str, Any] = field(
@@ -148,8 +127,9 @@ class TrainConfig:
             allowed = KNOBS[name].categories
             if name in self.knobs and self.knobs[name] not in allowed:
                 raise ValueError(f"knob {name} must be one of {', '.join(allowed)}, got {self.knobs[name]!r}")
-        if self.method == "autonorm_s" and not 1 <= self.t_freeze < self.epochs:
-            # AutoNorm-S decides after epoch t_freeze: from epochs <= t_freeze on it is plain AutoNorm.
+        if self.method in FREEZING_METHODS and not freeze_fits(self.t_freeze, self.epochs):
+            # A spec that breaks the rule is refused at submission (studies.spec.rules); this is a trial config
+            # built outside a study (tests, benchmarks), which would otherwise run as plain AutoNorm.
             raise ValueError(
                 f"autonorm_s needs 1 <= t_freeze < epochs so that its selectors can freeze, got t_freeze "
                 f"{self.t_freeze} (default {DEFAULT_T_FREEZE}) with epochs {self.epochs}; set knobs "
@@ -189,12 +169,12 @@ class TrainConfig:
     @property
     def freeze_signal(self) -> str:
         """Where AutoNorm-S reads its gate entropy: "train" (the epoch's training batches) or "val"."""
-        return str(self.knobs.get("freeze_signal", "train"))
+        return str(self.knobs.get("freeze_signal", DEFAULT_FREEZE_SIGNAL))
 
     @property
     def freeze_scope(self) -> str:
         """ "global" (mean entropy, every selector together) or "per_layer" (each selector on its own)."""
-        return str(self.knobs.get("freeze_scope", "global"))
+        return str(self.knobs.get("freeze_scope", DEFAULT_FREEZE_SCOPE))
 
     @property
     def post_freeze_gate(self) -> str:

@@ -1,12 +1,11 @@
 """The training loop every trial runs: seeded, checkpointed (every epoch, or on a time interval), resumable
-bit for bit on CPU."""
+bit for bit on CPU. Its epochs are workers.training.epochs' (the seed-batched run goes through the same
+ones); TrainingRun supplies the steps of its one seed."""
 
 from __future__ import annotations
 
 import contextlib
-import math
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +14,26 @@ from torch import nn
 
 from workers.training.augment import build_augmenter
 from workers.training.batches import device_resident, iterate_batches
-from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
+from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule
 from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
+from workers.training.epochs import RANK_EXAMPLE_SIZE as RANK_EXAMPLE_SIZE  # benchmarks read it here
+from workers.training.epochs import SeedEval, epoch_zero, run_epochs, test_metrics_per_seed, train_epoch
 from workers.training.metrics import (
     GateStats,
     MetricAccumulator,
     SelectorGradVariance,
     TaskLoss,
     TrainGateEntropy,
-    layer_entropies,
 )
 from workers.training.optim import build_optimizer
 from workers.training.run_parts import (
     build_freezer,
     build_mixer,
     build_schedule,
+    freeze_metrics,
     load_bundle,
     progress_bar,
-    test_metrics,
-    validation_metrics,
 )
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
 
@@ -44,7 +43,6 @@ __all__ = ["CHECKPOINT_FORMAT", "ReportFn", "TrainingRun", "resolve_device", "ru
 ReportFn = Callable[[dict[str, Any], "Path | None"], None]
 
 CHECKPOINT_FORMAT = 1
-RANK_EXAMPLE_SIZE = 8  # inputs fed to models.rank.init_rank_report: enough tokens, cheap Jacobians
 
 
 def resolve_device(name: str) -> torch.device:
@@ -77,35 +75,32 @@ def run_training(
     exactly the metrics an uninterrupted run would have produced (on CPU, same thread count).
     """
     run = TrainingRun(cfg)
-    checkpoint_path = Path(checkpoint_dir) / CHECKPOINT_FILE
-    state = load_checkpoint(checkpoint_path) if resume else None
-    if state is not None:
-        run.load_state_dict(state)
-    else:
-        metrics = run.initial_report()
-        if report is not None:
-            report(metrics, None)
-    schedule = CheckpointSchedule(checkpoint_every_s)
-    while run.epoch < cfg.epochs:
-        metrics = run.train_one_epoch()
-        if settle is not None:
-            settle()
-        written = schedule.due(run.epoch, cfg.epochs)
-        if written:
-            save_checkpoint(checkpoint_path, run.state_dict())
-        if report is not None:
-            report(metrics, checkpoint_path.parent if written else None)
+    checkpoint_dir = Path(checkpoint_dir)
+    run_epochs(
+        run,
+        epochs=cfg.epochs,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_files=[checkpoint_dir / CHECKPOINT_FILE],
+        resume=resume,
+        report=report,
+        settle=settle,
+        # CheckpointSchedule is looked up when the run starts: a test swaps in a schedule of its own.
+        start_schedule=lambda: CheckpointSchedule(checkpoint_every_s),
+    )
     return dict(run.history[-1])
 
 
 class TrainingRun:
-    """The state of one training run (model, optimizer, schedule, freeze controller, RNGs, history)."""
+    """The state of one training run (model, optimizer, schedule, freeze controller, RNGs, history), and
+    the steps of its one seed that workers.training.epochs makes its epochs of (`EpochSteps`, k = 1)."""
+
+    num_seeds = 1
 
     def __init__(self, cfg: TrainConfig) -> None:
         # Imported here so workers.training stays importable (and testable) without the heavy registries.
         from models import build_model
-        from models.methods import norm_for_method
         from models.norms import gated_norms, selector_parameters
+        from studies.methods import norm_for_method
 
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
@@ -143,61 +138,46 @@ class TrainingRun:
 
     def initial_report(self) -> dict[str, Any]:
         """Epoch 0: init effective ranks and the untrained validation metric (so every report has `objective`)."""
-        from models.rank import init_rank_report
-
-        started, cpu_started = time.perf_counter(), time.thread_time()
-        example, _ = next(iterate_batches(self.bundle.train, RANK_EXAMPLE_SIZE))
-        example = example.to(self.device)
-        ranks = init_rank_report(self.model, example)
-        metric, gates = self.evaluate(self.bundle.val)
-        metrics: dict[str, Any] = {"epoch": 0, **validation_metrics(self.bundle.metric, metric), **gates}
-        metrics.update(self._freeze_metrics())
-        metrics.update({k: float(v) for k, v in ranks.items()})
-        metrics["epoch_time_s"] = time.perf_counter() - started
-        metrics["epoch_cpu_s"] = time.thread_time() - cpu_started
-        self.history.append(metrics)
-        return metrics
+        return epoch_zero(self)[0]
 
     def train_one_epoch(self) -> dict[str, Any]:
-        self.epoch += 1
-        cfg = self.cfg
-        # Wall and CPU time of the epoch: the CPU time of this (the training) thread is the epoch's whole
-        # compute when torch runs on one thread, whatever else the machine's cores were doing meanwhile.
-        started, cpu_started = time.perf_counter(), time.thread_time()
-        train_loss, samples = self._train_steps()
-        train_time = time.perf_counter() - started
-        metric, gates = self.evaluate(self.bundle.val)
-        train_gates = self.train_gates.compute()
-        selector_grads = self.selector_grads.compute()
-        if self.freezer is not None:
-            entropies = layer_entropies({**gates, **train_gates}, cfg.freeze_signal)
-            if not entropies:
-                raise RuntimeError(f"method {cfg.method!r} freezes gates but the model reports none")
-            self.freezer.observe(self.epoch, entropies, self.model)
-        metrics: dict[str, Any] = {
-            "epoch": self.epoch,
-            "train_loss": train_loss,
-            **validation_metrics(self.bundle.metric, metric),
-            **gates,
-            **train_gates,
-            **selector_grads,
-            **self._freeze_metrics(),
-            "lr": self.scheduler.get_last_lr()[0],
-        }
-        if cfg.eval_split == "test" and self.epoch == cfg.epochs:
-            metrics.update(self.final_test_metrics())
-        metrics["epoch_time_s"] = time.perf_counter() - started
-        metrics["epoch_cpu_s"] = time.thread_time() - cpu_started
-        metrics["samples_per_s"] = samples / train_time if train_time > 0 else math.nan
-        self.history.append(metrics)
-        return metrics
+        return train_epoch(self)[0]
 
     def final_test_metrics(self) -> dict[str, float]:
         """test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
-        corrupted = {key: self.evaluate(ds)[0] for key, ds in sorted(self.bundle.eval_sets.items())}
-        return test_metrics(self.bundle.metric, self.evaluate(self.bundle.test)[0], corrupted)
+        return test_metrics_per_seed(self)[0]
 
-    def _train_steps(self) -> tuple[float, int]:
+    # ----- the steps of its seed (workers.training.epochs.EpochSteps) -----------------------------------
+
+    @property
+    def histories(self) -> list[list[dict[str, Any]]]:
+        return [self.history]
+
+    def seed_model(self, index: int) -> nn.Module:
+        return self.model
+
+    def evaluate_seeds(self, dataset: torch.utils.data.Dataset) -> list[SeedEval]:
+        return [self.evaluate(dataset)]
+
+    def train_gate_metrics(self) -> list[dict[str, float]]:
+        return [self.train_gates.compute()]
+
+    def selector_grad_metrics(self) -> list[dict[str, float]]:
+        return [self.selector_grads.compute()]
+
+    @property
+    def freezes(self) -> bool:
+        return self.freezer is not None
+
+    def observe_freeze(self, index: int, entropies: list[float]) -> None:
+        if self.freezer is not None:  # a freeze flips the selectors' requires_grad in the model itself
+            self.freezer.observe(self.epoch, entropies, self.model)
+
+    def freeze_metrics(self, index: int) -> dict[str, int]:
+        return freeze_metrics(self.freezer, self.gated_layers)
+
+    def train_seeds(self) -> tuple[list[float], int]:
+        """One epoch of optimizer steps of the one model: ([its mean training loss], samples trained on)."""
         cfg, model = self.cfg, self.model
         model.train()
         order = torch.randperm(len(self.bundle.train), generator=self.data_generator)
@@ -236,7 +216,7 @@ class TrainingRun:
         finally:
             if bar is not None:
                 bar.close()
-        return float(loss_sum) / max(samples, 1), samples
+        return [float(loss_sum) / max(samples, 1)], samples
 
     @torch.no_grad()
     def evaluate(self, dataset: torch.utils.data.Dataset) -> tuple[float, dict[str, float]]:
@@ -274,7 +254,7 @@ class TrainingRun:
             "history": self.history,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"unsupported checkpoint format {state.get('format')!r}")
         _check_same_run(state["config"], self.cfg.to_dict())
@@ -292,12 +272,14 @@ class TrainingRun:
         self.epoch = int(state["epoch"])
         self.history = list(state["history"])
 
-    # ----- helpers ------------------------------------------------------------------------------------
+    def seed_states(self) -> list[dict[str, Any]]:
+        return [self.state_dict()]
 
-    def _freeze_metrics(self) -> dict[str, int]:
-        if self.freezer is None:
-            return {"gates_frozen": 0, "freeze_epoch": -1}
-        return self.freezer.layer_metrics(self.gated_layers)
+    def load_seed_states(self, states: Sequence[Mapping[str, Any]]) -> None:
+        (state,) = states
+        self.load_state_dict(state)
+
+    # ----- helpers ------------------------------------------------------------------------------------
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.device.type == "cuda" and self.cfg.amp:

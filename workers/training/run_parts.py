@@ -22,6 +22,7 @@ __all__ = [
     "build_freezer",
     "build_mixer",
     "build_schedule",
+    "freeze_metrics",
     "load_bundle",
     "progress_bar",
     "test_metrics",
@@ -79,6 +80,14 @@ def build_freezer(cfg: TrainConfig, gate_freeze: bool) -> GateFreezer | None:
     if not gate_freeze:
         return None
     return GateFreezer(t_freeze=cfg.t_freeze, eps_h=cfg.eps_h, scope=cfg.freeze_scope)
+
+
+def freeze_metrics(freezer: GateFreezer | None, num_layers: int) -> dict[str, int]:
+    """gates_frozen, freeze_epoch (-1: none) and gate_frozen_<i> of one seed's freeze controller; a method
+    without the freeze schedule reports nothing frozen."""
+    if freezer is None:
+        return {"gates_frozen": 0, "freeze_epoch": -1}
+    return freezer.layer_metrics(num_layers)
 
 
 def validation_metrics(metric: str, value: float) -> dict[str, float]:

@@ -25,29 +25,28 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import torch
+from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 from workers.training.augment import build_augmenter
 from workers.training.batches import device_resident, iterate_batches
-from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule, load_checkpoint, save_checkpoint
+from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule
 from workers.training.config import TrainConfig, model_config
-from workers.training.loop import CHECKPOINT_FORMAT, RANK_EXAMPLE_SIZE, _check_same_run, resolve_device
-from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss, layer_entropies
+from workers.training.epochs import SeedEval, epoch_zero, run_epochs, test_metrics_per_seed, train_epoch
+from workers.training.loop import CHECKPOINT_FORMAT, _check_same_run, resolve_device
+from workers.training.metrics import GateStats, MetricAccumulator, TaskLoss
 from workers.training.run_parts import (
     build_freezer,
     build_mixer,
     build_schedule,
+    freeze_metrics,
     load_bundle,
     progress_bar,
-    test_metrics,
-    validation_metrics,
 )
 from workers.training.seed_metrics import StackedTrainGateEntropy, stacked_gate_summaries
 from workers.training.seed_step import SeedBatchedStep, build_stacked_optimizer
@@ -81,36 +80,28 @@ def run_seed_batch(
     With `resume` and checkpoints of every seed present, training continues after their epoch. Returns
     each seed's last metrics."""
     run = SeedBatchedRun(cfg, seeds)
-    paths = [seed_checkpoint_path(checkpoint_dir, seed) for seed in run.seeds]
-    states = [load_checkpoint(path) for path in paths] if resume else []
-    if states and all(state is not None for state in states):
-        run.load_state_dict(states)  # type: ignore[arg-type]  # none is None here
-    else:
-        reports = run.initial_report()
-        if report is not None:
-            report(reports, None)
-    schedule = CheckpointSchedule(checkpoint_every_s)
-    while run.epoch < cfg.epochs:
-        reports = run.train_one_epoch()
-        if settle is not None:
-            settle()
-        written = schedule.due(run.epoch, cfg.epochs)
-        if written:
-            for path, state in zip(paths, run.state_dict(), strict=True):
-                save_checkpoint(path, state)
-        if report is not None:
-            report(reports, Path(checkpoint_dir) if written else None)
+    run_epochs(
+        run,
+        epochs=cfg.epochs,
+        checkpoint_dir=Path(checkpoint_dir),
+        checkpoint_files=[seed_checkpoint_path(checkpoint_dir, seed) for seed in run.seeds],
+        resume=resume,
+        report=report,
+        settle=settle,
+        start_schedule=lambda: CheckpointSchedule(checkpoint_every_s),
+    )
     return [dict(history[-1]) for history in run.histories]
 
 
 class SeedBatchedRun:
-    """k seeds of one TrainConfig trained together; `cfg.seed` is replaced by each of `seeds`."""
+    """k seeds of one TrainConfig trained together; `cfg.seed` is replaced by each of `seeds`. Its epochs
+    are workers.training.epochs' (TrainingRun's too); it supplies the steps of its k seeds (`EpochSteps`)."""
 
     def __init__(self, cfg: TrainConfig, seeds: Sequence[int]) -> None:
         # Imported here, as in TrainingRun, so the module imports without the model and data registries.
         from models import build_model
-        from models.methods import norm_for_method
         from models.norms import gated_norms
+        from studies.methods import norm_for_method
 
         self.seeds = _checked_seeds(seeds)
         self.cfg = cfg
@@ -170,79 +161,46 @@ class SeedBatchedRun:
 
     def initial_report(self) -> list[dict[str, Any]]:
         """Epoch 0 per seed: init ranks of that seed's model and its untrained validation metric."""
-        from models.rank import init_rank_report
-
-        started, cpu_started = time.perf_counter(), time.thread_time()
-        example, _ = next(iterate_batches(self.bundle.train, RANK_EXAMPLE_SIZE))
-        example = example.to(self.device)
-        ranks = [init_rank_report(self.stacked.materialize(i), example) for i in range(self.num_seeds)]
-        results = self.evaluate(self.bundle.val)
-        elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - cpu_started
-        reports = []
-        for i, ((metric, gates), seed_ranks) in enumerate(zip(results, ranks, strict=True)):
-            metrics: dict[str, Any] = {"epoch": 0, **validation_metrics(self.bundle.metric, metric), **gates}
-            metrics.update(self._freeze_metrics(i))
-            metrics.update({k: float(v) for k, v in seed_ranks.items()})
-            metrics["epoch_time_s"] = elapsed
-            metrics["epoch_cpu_s"] = elapsed_cpu
-            self.histories[i].append(metrics)
-            reports.append(metrics)
-        return reports
+        return epoch_zero(self)
 
     def train_one_epoch(self) -> list[dict[str, Any]]:
         """One epoch of every seed; returns one metrics dict per seed, in `seeds` order."""
-        self.epoch += 1
-        cfg = self.cfg
-        started, cpu_started = time.perf_counter(), time.thread_time()  # as in TrainingRun.train_one_epoch
-        train_losses, samples = self._train_steps()
-        train_time = time.perf_counter() - started
-        results = self.evaluate(self.bundle.val)
-        train_gates = self.train_gates.compute()
-        selector_grads = self.step.selector_grads.compute()
-        if self.freezers is not None:
-            for i, freezer in enumerate(self.freezers):
-                entropies = layer_entropies({**results[i][1], **train_gates[i]}, cfg.freeze_signal)
-                if not entropies:
-                    raise RuntimeError(f"method {cfg.method!r} freezes gates but the model reports none")
-                if freezer.observe(self.epoch, entropies, self._freeze_skeleton):
-                    self.step.freezes.set_frozen_layers(i, freezer.frozen_layers)
-        test_metrics = (
-            self.final_test_metrics()
-            if cfg.eval_split == "test" and self.epoch == cfg.epochs
-            else [{} for _ in self.seeds]
-        )
-        elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - cpu_started
-        reports = []
-        for i, (metric, gates) in enumerate(results):
-            metrics: dict[str, Any] = {
-                "epoch": self.epoch,
-                "train_loss": train_losses[i],
-                **validation_metrics(self.bundle.metric, metric),
-                **gates,
-                **train_gates[i],
-                **selector_grads[i],
-                **self._freeze_metrics(i),
-                "lr": self.scheduler.get_last_lr()[0],
-                **test_metrics[i],
-            }
-            metrics["epoch_time_s"] = elapsed
-            metrics["epoch_cpu_s"] = elapsed_cpu
-            metrics["samples_per_s"] = samples / train_time if train_time > 0 else math.nan
-            self.histories[i].append(metrics)
-            reports.append(metrics)
-        return reports
+        return train_epoch(self)
 
     def final_test_metrics(self) -> list[dict[str, float]]:
         """Per seed: test_<metric>, and per corruption set test_<metric>_<name> plus their mean."""
-        tests = [metric for metric, _ in self.evaluate(self.bundle.test)]
-        corrupted: list[dict[str, float]] = [{} for _ in self.seeds]
-        for key, dataset in sorted(self.bundle.eval_sets.items()):
-            for i, (metric, _) in enumerate(self.evaluate(dataset)):
-                corrupted[i][key] = metric
-        return [
-            test_metrics(self.bundle.metric, test, values)
-            for test, values in zip(tests, corrupted, strict=True)
-        ]
+        return test_metrics_per_seed(self)
+
+    # ----- the steps of its seeds (workers.training.epochs.EpochSteps) ----------------------------------
+
+    def seed_model(self, index: int) -> nn.Module:
+        return self.stacked.materialize(index)
+
+    def evaluate_seeds(self, dataset: Dataset) -> list[SeedEval]:
+        return self.evaluate(dataset)
+
+    def train_gate_metrics(self) -> list[dict[str, float]]:
+        return self.train_gates.compute()
+
+    def selector_grad_metrics(self) -> list[dict[str, float]]:
+        return self.step.selector_grads.compute()
+
+    @property
+    def freezes(self) -> bool:
+        return self.freezers is not None
+
+    def observe_freeze(self, index: int, entropies: list[float]) -> None:
+        if self.freezers is None:
+            return
+        freezer = self.freezers[index]
+        # The skeleton has no weights to freeze: the stacked step masks the seed's frozen selectors instead.
+        if freezer.observe(self.epoch, entropies, self._freeze_skeleton):
+            self.step.freezes.set_frozen_layers(index, freezer.frozen_layers)
+
+    def freeze_metrics(self, index: int) -> dict[str, int]:
+        return freeze_metrics(
+            self.freezers[index] if self.freezers is not None else None, len(self.gate_layers)
+        )
 
     @torch.no_grad()
     def evaluate(self, dataset: Dataset) -> list[tuple[float, dict[str, float]]]:
@@ -275,7 +233,8 @@ class SeedBatchedRun:
             (acc.compute(), seed_gates.compute()) for acc, seed_gates in zip(accumulators, gates, strict=True)
         ]
 
-    def _train_steps(self) -> tuple[list[float], int]:
+    def train_seeds(self) -> tuple[list[float], int]:
+        """One epoch of stacked optimizer steps: each seed's mean training loss, and the samples per seed."""
         self.stacked.template.train()
         orders = torch.stack(
             [torch.randperm(len(self.bundle.train), generator=g) for g in self.data_generators]
@@ -378,6 +337,13 @@ class SeedBatchedRun:
             for i, (mixer, augmenter) in enumerate(parts)
         ]
 
+    # run_epochs' names for the k states (a TrainingRun's are a list of one).
+    def seed_states(self) -> list[dict[str, Any]]:
+        return self.state_dict()
+
+    def load_seed_states(self, states: Sequence[Mapping[str, Any]]) -> None:
+        self.load_state_dict(states)
+
     def load_state_dict(self, states: Sequence[Mapping[str, Any]]) -> None:
         """Restore from k per-seed states in `seeds` order: this class's own `state_dict()`, or k
         single-seed TrainingRun checkpoints taken at the same epoch (then the shared noise stream continues
@@ -465,11 +431,6 @@ class SeedBatchedRun:
         return {"state": merged, "param_groups": copy.deepcopy(groups)}
 
     # ----- helpers ------------------------------------------------------------------------------------
-
-    def _freeze_metrics(self, index: int) -> dict[str, int]:
-        if self.freezers is None:
-            return {"gates_frozen": 0, "freeze_epoch": -1}
-        return self.freezers[index].layer_metrics(len(self.gate_layers))
 
     def _device_train_tensors(self) -> tuple[torch.Tensor, ...] | None:
         """The training split's tensors, moved to the GPU once (where they fit) so the k-seed gather runs

@@ -8,25 +8,17 @@ from typing import Any
 
 from ray import tune
 
+from studies.trial_config import DRIVER_ONLY_KEYS, Key
 from workers.settings import WorkerSettings
 from workers.tracking.deadline import MLFLOW_REQUEST_LIMITS
-from workers.trials.keys import SEEDS_KEY, flatten_trial_config, seed_trial_keys, trial_key_for
+from workers.trials.keys import flatten_trial_config, seed_trial_keys, trial_key_for
 
 __all__ = [
-    "DRIVER_ONLY_KEYS",
-    "MAY_STOP_EARLY_KEY",
     "MLFLOW_REQUEST_LIMITS",
     "REUSE_WAIT_S",
     "study_trial",
     "trains_ahead",
 ]
-
-# False where no scheduler can stop the trial before its last epoch (final and grid trials, tuning without
-# ASHA): a warm trial host may then train the next epoch while Tune takes a report (workers.trials.host).
-# Absent (a trial restored from an older experiment) counts as True.
-MAY_STOP_EARLY_KEY = "may_stop_early"
-# Keys the driver uses for bookkeeping that the training config does not take.
-DRIVER_ONLY_KEYS = ("group", MAY_STOP_EARLY_KEY)
 
 # With reuse_actors, Tune hands this process the next trial only after the last one's thread has ended, and
 # fails the NEXT trial when that takes longer than TUNE_FUNCTION_THREAD_TIMEOUT_S (Ray's default: 2 s).
@@ -43,9 +35,9 @@ def study_trial(config: dict[str, Any]) -> None:
         os.environ.setdefault(name, value)  # an operator's own setting wins
     flat = flatten_trial_config(config)
     trial_id = tune.get_context().get_trial_id()
-    flat["trial_key"] = trial_key_for(flat, trial_id)
-    if SEEDS_KEY in flat:
-        flat["seed_trial_keys"] = seed_trial_keys(flat, trial_id)
+    flat[Key.TRIAL_KEY] = trial_key_for(flat, trial_id)
+    if Key.SEEDS in flat:
+        flat[Key.SEED_TRIAL_KEYS] = seed_trial_keys(flat, trial_id)
     train_ahead = trains_ahead(flat, WorkerSettings.from_env())
     for key in DRIVER_ONLY_KEYS:
         flat.pop(key, None)
@@ -59,4 +51,4 @@ def study_trial(config: dict[str, Any]) -> None:
 def trains_ahead(config: Mapping[str, Any], settings: WorkerSettings) -> bool:
     """Whether a warm trial host may train this trial's next epoch while Tune takes its report: only where
     the driver said that no scheduler can stop the trial early, and NORMLAB_TRAIN_AHEAD is on."""
-    return config.get(MAY_STOP_EARLY_KEY, True) is False and settings.train_ahead
+    return config.get(Key.MAY_STOP_EARLY, True) is False and settings.train_ahead

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studies.trial_config import Key
 from workers.trials.stop import TrialGone
 
 __all__ = [
@@ -178,9 +179,7 @@ class TrialHost:
         train_ahead: bool = False,
         checkpoint_every_s: float = 0.0,
     ) -> None:
-        from workers.training.config import CHECKPOINT_EVERY_KEY
-
-        config = {**config, CHECKPOINT_EVERY_KEY: checkpoint_every_s}  # run_trial reads it from there
+        config = {**config, Key.CHECKPOINT_EVERY_S: checkpoint_every_s}  # run_trial reads it from there
         with self._lock:
             trial = self._current
             if trial is None or trial.token != token or trial.thread is not None:

@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from studies.trial_config import Key, checkpoint_every_s_of
 from workers.settings import WorkerSettings
-from workers.training.config import CHECKPOINT_EVERY_KEY, checkpoint_every_s_of
 from workers.trials.host import HostEvent, TrialHost, process_started_at
 from workers.trials.plan import trials_run_on_cpu
 from workers.trials.tune_context import report_to_tune, restored_checkpoint, trial_resources
@@ -42,7 +42,9 @@ def host_name(node_id: str, index: int) -> str:
 
 
 def trial_host(node_id: str, index: int):
-    """The handle of host `index` on node `node_id`, created (without waiting for it) when it does not exist."""
+    """The handle of host `index` on node `node_id`, created (without waiting for it) when it does not exist.
+    A host created here exits after NORMLAB_WARM_IDLE_S without a trial (the study's setting, which its
+    driver and trial processes are given)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -57,7 +59,7 @@ def trial_host(node_id: str, index: int):
             max_concurrency=4,  # a trial's thread, its relay's calls, and a claim from another relay
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         )
-        .remote()
+        .remote(WorkerSettings.from_env().warm_idle_s)
     )
 
 
@@ -102,27 +104,6 @@ def warm_trial_hosts_for_study(*, cpus_per_trial: float, gpu: float | str) -> No
     log.info("study trials run on warm trial hosts (%d across the cluster)", len(hosts))
 
 
-def main() -> None:
-    """`python -m workers.trials.relay`: the service's start-up job. On a cluster without GPUs, start one host
-    per CPU of every node (for 1-CPU trials, the default) and wait until they are warm."""
-    import ray
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ray.init(address="auto", log_to_driver=False)
-    if not trials_run_on_cpu("auto", cluster_gpus=ray.cluster_resources().get("GPU", 0.0)):
-        log.info("the cluster has GPUs: trial hosts start with the first CPU study instead")
-        return
-    hosts = warm_trial_hosts(1.0)
-    started = time.monotonic()
-    states = ray.get([host.state.remote() for host in hosts], timeout=CLAIM_TIMEOUT_S)
-    pids = [state["pid"] for state in states]
-    log.info("%d warm trial hosts ready in %.1f s (pids %s)", len(hosts), time.monotonic() - started, pids)
-
-
-if __name__ == "__main__":
-    main()
-
-
 def run_on_trial_host(config: dict[str, Any], *, train_ahead: bool = False) -> bool:
     """Train this Tune trial on a warm host of its node. False, with nothing done, when hosts are switched
     off (NORMLAB_TRIAL_HOSTS=0), the trial has a GPU, or no host can take it: the caller then trains it in
@@ -136,7 +117,7 @@ def run_on_trial_host(config: dict[str, Any], *, train_ahead: bool = False) -> b
     if not resources or resources.get("GPU", 0.0) > 0:
         return False
     cpus = float(resources.get("CPU", 1.0))
-    token = f"{config.get('trial_key', 'trial')}#{uuid.uuid4().hex[:8]}"
+    token = f"{config.get(Key.TRIAL_KEY, 'trial')}#{uuid.uuid4().hex[:8]}"
     host = claim_trial_host(token, ray.get_runtime_context().get_node_id(), cpus)
     if host is None:
         return False
@@ -185,7 +166,7 @@ def relay(host, token: str, config: dict[str, Any], *, num_threads: int, train_a
     # The checkpoint interval travels as an argument of its own, not in the config: a host running code from
     # before the interval existed then refuses the call (and the trial trains in this process) instead of
     # failing on a config key it does not know.
-    trial_config = {k: v for k, v in config.items() if k != CHECKPOINT_EVERY_KEY}
+    trial_config = {k: v for k, v in config.items() if k != Key.CHECKPOINT_EVERY_S}
     checkpoint_every_s = checkpoint_every_s_of(config)
     with restored_checkpoint() as restored:
         try:

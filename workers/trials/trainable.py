@@ -13,19 +13,20 @@ waits for MLflow at most workers.tracking.tracker.CLOSE_TIMEOUT_S, the rest is j
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from studies.trial_config import PER_SEED, Key, checkpoint_every_s_of, one_seed_config
 from workers.tracking.delivery import start_spool_delivery
-from workers.tracking.tracker import SPOOL_DIR_KEY, TrialTracker, close_trackers, tracker_from_trial_config
+from workers.tracking.tracker import TrialTracker, close_trackers, tracker_from_trial_config
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
-from workers.training.config import checkpoint_every_s_of
-from workers.trials.keys import PER_SEED_KEY
 from workers.trials.stop import closing_status
 from workers.trials.tune_context import report_to_tune, restored_checkpoint, trial_resources
 
@@ -40,6 +41,8 @@ __all__ = [
 
 # Where a trial's reports go: (metrics, checkpoint directory or None) -> None; raises SystemExit to stop.
 SendFn = Callable[[dict[str, Any], Path | None], None]
+# An epoch's reports, one per seed of the trial in its order, and the directory of its checkpoint or None.
+SeedReportFn = Callable[[list[dict[str, Any]], Path | None], None]
 
 
 def train_trial(config: dict[str, Any]) -> None:
@@ -74,108 +77,103 @@ def run_trial(
     `settle()`, which waits until it has (raising SystemExit to stop). It is called before the next
     checkpoint overwrites the reported one, and before the trial's MLflow runs close: an epoch is logged to
     MLflow only once Tune has let the trial go on past the one before it."""
+    batched = len(config.get(Key.SEED_TRIAL_KEYS) or {}) > 1
+    trial = _seed_batch(config, device, num_threads) if batched else _one_seed(config, device, num_threads)
     checkpoint_every_s = checkpoint_every_s_of(config)
-    if len(config.get("seed_trial_keys") or {}) > 1:
-        _run_seed_batch_trial(
-            config,
-            device=device,
-            num_threads=num_threads,
-            restored=restored,
-            send=send,
-            settle=settle,
-            checkpoint_every_s=checkpoint_every_s,
-        )
-        return
-    cfg = TrainConfig.from_trial_config(config, device=device, num_threads=num_threads)
-    checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
-    tracker: TrialTracker | None = None
-    try:
-        if restored is not None:
-            shutil.copytree(restored, checkpoint_dir, dirs_exist_ok=True)
-        tracker = tracker_from_trial_config(config)
-        if tracker is not None:
-            _deliver_spool_in_background(config)
-            # Not waited for: the tracker's thread finds or creates the run while the data and model load.
-            tracker.start(resolve_timeout_s=0)
-            if restored is not None:
-                # Epochs queued by the previous attempt may have died with its process: re-send them.
-                state = load_checkpoint(checkpoint_dir / CHECKPOINT_FILE)
-                if state is not None:
-                    tracker.backfill(state["history"])
-
-        def report(metrics: dict[str, Any], epoch_checkpoint: Path | None) -> None:
-            if tracker is not None:
-                tracker.log_metrics(metrics, step=int(metrics["epoch"]))
-            send(metrics, epoch_checkpoint)
-
-        run_training(
-            cfg,
-            checkpoint_dir=checkpoint_dir,
-            resume=True,
-            report=report,
-            settle=settle,
-            checkpoint_every_s=checkpoint_every_s,
-        )
-        if settle is not None:
-            settle()
-    except SystemExit as stop:
-        # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report; a warm host
-        # whose Tune trial is gone raises TrialGone (workers.trials.stop).
-        _close(tracker, closing_status(stop))
-        raise
-    except BaseException:
-        _close(tracker, "FAILED")
-        raise
-    else:
-        _close(tracker, "FINISHED")
-    finally:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-
-
-def _run_seed_batch_trial(
-    config: dict[str, Any],
-    *,
-    device: str,
-    num_threads: int,
-    restored: Path | None,
-    send: SendFn,
-    settle: Callable[[], None] | None,
-    checkpoint_every_s: float,
-) -> None:
-    """A trial that trains several seeds of one configuration together (resources.seeds_per_trial).
-
-    Each seed keeps its own MLflow run (its single-seed trial key), its own checkpoint file inside the
-    trial's checkpoint directory, and its own metrics: Tune gets them under `per_seed` (seed -> that seed's
-    report), beside their across-seed mean at the top level, which only Tune's progress display reads.
-    """
-    from workers.training.seed_batch import run_seed_batch, seed_checkpoint_path
-
-    keys = {int(seed): str(key) for seed, key in config["seed_trial_keys"].items()}
-    seeds = list(keys)
-    single = {k: v for k, v in config.items() if k not in ("seeds", "seed_trial_keys")}
-    cfg = TrainConfig.from_trial_config({**single, "seed": seeds[0]}, device=device, num_threads=num_threads)
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="normlab-trial-"))
     trackers: dict[int, TrialTracker] = {}
     try:
         if restored is not None:
             shutil.copytree(restored, checkpoint_dir, dirs_exist_ok=True)
-        _deliver_spool_in_background(single)
-        for seed, key in keys.items():
-            tracker = tracker_from_trial_config({**single, "seed": seed, "trial_key": key})
+        _deliver_spool_in_background(config)
+        for seed, tracker_config in trial.tracker_configs.items():
+            tracker = tracker_from_trial_config(tracker_config)
             if tracker is None:
                 continue
             trackers[seed] = tracker
+            # Not waited for: the tracker's thread finds or creates the run while the data and model load.
             tracker.start(resolve_timeout_s=0)
-            state = load_checkpoint(seed_checkpoint_path(checkpoint_dir, seed)) if restored else None
-            if state is not None:
-                tracker.backfill(state["history"])
+            if restored is not None:
+                # Epochs queued by the previous attempt may have died with its process: re-send them.
+                state = load_checkpoint(trial.checkpoint_file(checkpoint_dir, seed))
+                if state is not None:
+                    tracker.backfill(state["history"])
 
         def report(per_seed: list[dict[str, Any]], epoch_checkpoint: Path | None) -> None:
-            for seed, metrics in zip(seeds, per_seed, strict=True):
+            for seed, metrics in zip(trial.seeds, per_seed, strict=True):
                 if seed in trackers:
                     trackers[seed].log_metrics(metrics, step=int(metrics["epoch"]))
-            send(seed_batch_result(seeds, per_seed), epoch_checkpoint)
+            send(trial.result(per_seed), epoch_checkpoint)
 
+        trial.train(checkpoint_dir, report, settle, checkpoint_every_s)
+        if settle is not None:
+            settle()
+    except SystemExit as stop:
+        # Tune stops a trial (ASHA, stop criteria) by raising SystemExit(0) inside tune.report; a warm host
+        # whose Tune trial is gone raises TrialGone (workers.trials.stop).
+        _close(trackers, closing_status(stop))
+        raise
+    except BaseException:
+        _close(trackers, "FAILED")
+        raise
+    else:
+        _close(trackers, "FINISHED")
+    finally:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """What a trial trains: one seed, or several seeds of one configuration together (a seed batch,
+    resources.seeds_per_trial). run_trial gives both one shape: each seed keeps its own MLflow run (its
+    single-seed trial key), its own checkpoint file inside the trial's directory and its own metrics."""
+
+    seeds: list[int]
+    tracker_configs: dict[int, dict[str, Any]]  # seed -> the trial config that names its MLflow run
+    checkpoint_file: Callable[[Path, int], Path]  # (the trial's checkpoint directory, seed) -> its file
+    # (checkpoint directory, report, settle, checkpoint_every_s): train to the end, reporting every epoch.
+    train: Callable[[Path, SeedReportFn, Callable[[], None] | None, float], None]
+    result: Callable[[list[dict[str, Any]]], dict[str, Any]]  # an epoch's reports -> what `send` gets
+
+
+def _one_seed(config: dict[str, Any], device: str, num_threads: int) -> _Trial:
+    """A trial of one seed (TrainingRun): what it sends is that seed's report itself."""
+    cfg = TrainConfig.from_trial_config(config, device=device, num_threads=num_threads)
+
+    def train(
+        checkpoint_dir: Path, report: SeedReportFn, settle: Callable[[], None] | None, every_s: float
+    ) -> None:
+        run_training(
+            cfg,
+            checkpoint_dir=checkpoint_dir,
+            resume=True,
+            report=lambda metrics, directory: report([metrics], directory),
+            settle=settle,
+            checkpoint_every_s=every_s,
+        )
+
+    return _Trial(
+        seeds=[cfg.seed],
+        tracker_configs={cfg.seed: config},
+        checkpoint_file=lambda directory, _seed: directory / CHECKPOINT_FILE,
+        train=train,
+        result=lambda per_seed: per_seed[0],
+    )
+
+
+def _seed_batch(config: dict[str, Any], device: str, num_threads: int) -> _Trial:
+    """A seed batch (SeedBatchedRun): Tune gets every seed's report under `per_seed` (seed -> that seed's
+    report), beside their across-seed mean at the top level, which only Tune's progress display reads."""
+    from workers.training.seed_batch import run_seed_batch, seed_checkpoint_path
+
+    keys = {int(seed): str(key) for seed, key in config[Key.SEED_TRIAL_KEYS].items()}
+    seeds = list(keys)
+    first = one_seed_config(config, seeds[0])
+    cfg = TrainConfig.from_trial_config(first, device=device, num_threads=num_threads)
+
+    def train(
+        checkpoint_dir: Path, report: SeedReportFn, settle: Callable[[], None] | None, every_s: float
+    ) -> None:
         run_seed_batch(
             cfg,
             seeds,
@@ -183,20 +181,16 @@ def _run_seed_batch_trial(
             resume=True,
             report=report,
             settle=settle,
-            checkpoint_every_s=checkpoint_every_s,
+            checkpoint_every_s=every_s,
         )
-        if settle is not None:
-            settle()
-    except SystemExit as stop:
-        _close_all(trackers, closing_status(stop))
-        raise
-    except BaseException:
-        _close_all(trackers, "FAILED")
-        raise
-    else:
-        _close_all(trackers, "FINISHED")
-    finally:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    return _Trial(
+        seeds=seeds,
+        tracker_configs={seed: one_seed_config(config, seed, key) for seed, key in keys.items()},
+        checkpoint_file=seed_checkpoint_path,
+        train=train,
+        result=functools.partial(seed_batch_result, seeds),
+    )
 
 
 def seed_batch_result(seeds: list[int], per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -209,31 +203,30 @@ def seed_batch_result(seeds: list[int], per_seed: list[dict[str, Any]]) -> dict[
         if all(_is_number(metrics[key]) for metrics in per_seed)
     }
     mean["epoch"] = int(per_seed[0]["epoch"])
-    return {**mean, PER_SEED_KEY: {str(seed): dict(m) for seed, m in zip(seeds, per_seed, strict=True)}}
+    return {**mean, PER_SEED: {str(seed): dict(m) for seed, m in zip(seeds, per_seed, strict=True)}}
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _close_all(trackers: dict[int, TrialTracker], status: str) -> None:
-    # One bound for all seeds: closing them one after another would wait the bound once per seed.
-    close_trackers(trackers.values(), status)
+def _close(trackers: dict[int, TrialTracker], status: str) -> None:
+    if len(trackers) > 1:
+        # One bound for all seeds: closing them one after another would wait the bound once per seed.
+        close_trackers(trackers.values(), status)
+        return
+    for tracker in trackers.values():
+        tracker.close(status)
 
 
 def _deliver_spool_in_background(config: dict[str, Any]) -> None:
     """Start delivering what earlier trial processes on this node left in the spool (MLflow was down)."""
-    if config.get(SPOOL_DIR_KEY) and config.get("mlflow_tracking_uri"):
-        start_spool_delivery(config[SPOOL_DIR_KEY], str(config["mlflow_tracking_uri"]))
+    if config.get(Key.MLFLOW_SPOOL_DIR) and config.get(Key.MLFLOW_TRACKING_URI):
+        start_spool_delivery(config[Key.MLFLOW_SPOOL_DIR], str(config[Key.MLFLOW_TRACKING_URI]))
 
 
 def _report_to_tune(metrics: dict[str, Any], checkpoint_dir: Path | None) -> None:
     report_to_tune(metrics, checkpoint_dir)
-
-
-def _close(tracker: TrialTracker | None, status: str) -> None:
-    if tracker is not None:
-        tracker.close(status)
 
 
 def trial_device() -> str:

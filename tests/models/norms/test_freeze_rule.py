@@ -26,7 +26,7 @@ def _selector_trainable(model: torch.nn.Module) -> list[bool]:
 
 def test_an_entropy_that_dipped_below_eps_before_t_freeze_prevents_the_freeze():
     # The epoch-T_freeze value alone (0.5) would freeze; the dip at epoch 2 means H did fall below eps_H.
-    model, freezer = _model(), GateFreezer(t_freeze=3, eps_h=0.1)
+    model, freezer = _model(), GateFreezer(t_freeze=3, eps_h=0.1, scope="global")
     for epoch, entropy in enumerate([0.6, 0.05, 0.5], start=1):
         assert freezer.observe(epoch, entropy, model) is False
     assert freezer.decided and not freezer.frozen and freezer.freeze_epoch is None
@@ -34,7 +34,7 @@ def test_an_entropy_that_dipped_below_eps_before_t_freeze_prevents_the_freeze():
 
 
 def test_an_entropy_that_never_fell_below_eps_freezes_every_selector_after_t_freeze():
-    model, freezer = _model(), GateFreezer(t_freeze=3, eps_h=0.1)
+    model, freezer = _model(), GateFreezer(t_freeze=3, eps_h=0.1, scope="global")
     assert freezer.observe(1, 0.69, model) is False
     assert freezer.observe(2, 0.3, model) is False  # still watching: no decision before t_freeze
     assert all(_selector_trainable(model))
@@ -44,7 +44,7 @@ def test_an_entropy_that_never_fell_below_eps_freezes_every_selector_after_t_fre
 
 
 def test_the_global_scope_watches_the_mean_of_the_per_layer_entropies():
-    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.2)
+    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.2, scope="global")
     # One layer is far below eps_h, but the mean (0.25) is not: the global rule freezes them all.
     assert freezer.observe(1, [0.01, 0.31, 0.31, 0.31, 0.31], model) is True
     assert freezer.frozen_layers == list(range(LAYERS))
@@ -73,11 +73,11 @@ def test_a_per_layer_scope_where_every_layer_dipped_freezes_nothing():
 def test_readings_must_cover_every_gated_layer():
     model = _model()
     with pytest.raises(ValueError, match="3 entropies for a model with 5 gated layers"):
-        GateFreezer(t_freeze=1).observe(1, [0.5, 0.5, 0.5], model)
+        GateFreezer(t_freeze=1, eps_h=0.1, scope="global").observe(1, [0.5, 0.5, 0.5], model)
     with pytest.raises(ValueError, match="one entropy per gated layer"):
-        GateFreezer(t_freeze=1, scope="per_layer").observe(1, 0.5, model)
+        GateFreezer(t_freeze=1, eps_h=0.1, scope="per_layer").observe(1, 0.5, model)
     with pytest.raises(ValueError, match="global, per_layer"):
-        GateFreezer(scope="layer")
+        GateFreezer(t_freeze=1, eps_h=0.1, scope="layer")
 
 
 def test_the_scopes_are_the_spec_knobs_categories():
@@ -91,7 +91,7 @@ def test_a_per_layer_freeze_survives_a_checkpoint_round_trip():
     torch.save({"model": model.state_dict(), "freezer": freezer.state_dict()}, buffer)
     buffer.seek(0)
     checkpoint = torch.load(buffer)
-    restored_model, restored = _model(), GateFreezer()
+    restored_model, restored = _model(), GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
     restored_model.load_state_dict(checkpoint["model"])
     restored.load_state_dict(checkpoint["freezer"])
     restored.apply(restored_model)
@@ -109,7 +109,7 @@ def test_a_checkpoint_from_before_per_layer_state_still_freezes_every_selector()
         "decided": True,
         "entropy_history": [0.6, 0.5],
     }
-    model, freezer = _model(), GateFreezer()
+    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
     freezer.load_state_dict(legacy)
     assert freezer.frozen and freezer.scope == "global"
     assert freezer.layer_metrics(LAYERS)["gate_frozen_4"] == 1
@@ -125,6 +125,6 @@ def test_an_undecided_legacy_checkpoint_applies_the_any_epoch_rule_to_its_histor
         "freeze_epoch": None,
         "entropy_history": [0.05, 0.6],
     }
-    model, freezer = _model(), GateFreezer()
+    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
     freezer.load_state_dict(legacy)
     assert freezer.observe(3, 0.6, model) is False and freezer.decided and not freezer.frozen

@@ -18,7 +18,7 @@ def _train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Non
 
 
 def test_freezes_at_t_freeze_when_entropy_is_still_high() -> None:
-    model, freezer = _model(), GateFreezer(t_freeze=2, eps_h=0.1)
+    model, freezer = _model(), GateFreezer(t_freeze=2, eps_h=0.1, scope="global")
     assert freezer.observe(1, 0.69, model) is False and not freezer.frozen
     assert freezer.observe(2, 0.5, model) is True
     assert freezer.frozen and freezer.freeze_epoch == 2
@@ -27,7 +27,7 @@ def test_freezes_at_t_freeze_when_entropy_is_still_high() -> None:
 
 
 def test_does_not_freeze_when_entropy_dropped_below_eps_and_never_decides_again() -> None:
-    model, freezer = _model(), GateFreezer(t_freeze=2, eps_h=0.1)
+    model, freezer = _model(), GateFreezer(t_freeze=2, eps_h=0.1, scope="global")
     freezer.observe(1, 0.3, model)
     assert freezer.observe(2, 0.05, model) is False
     assert freezer.observe(3, 0.6, model) is False
@@ -41,7 +41,7 @@ def test_frozen_selectors_stay_bit_identical_while_the_backbone_keeps_training()
     assert len(selectors) == 5 * 4  # (2 blocks x 2 norms + final norm) x (fc1, fc2 weight and bias)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.5)
     _train_step(model, optimizer)  # selectors get AdamW state before the freeze
-    freezer = GateFreezer(t_freeze=1, eps_h=0.1)
+    freezer = GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
     assert freezer.observe(1, 0.69, model)
     frozen_before = [p.detach().clone() for p in selectors]
     backbone = model.head.weight
@@ -54,13 +54,13 @@ def test_frozen_selectors_stay_bit_identical_while_the_backbone_keeps_training()
 
 
 def test_state_survives_a_checkpoint_round_trip_and_reapplies_the_freeze() -> None:
-    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.2)
+    model, freezer = _model(), GateFreezer(t_freeze=1, eps_h=0.2, scope="global")
     freezer.observe(1, 0.6, model)
     buffer = io.BytesIO()
     torch.save({"model": model.state_dict(), "freezer": freezer.state_dict()}, buffer)
     buffer.seek(0)
     checkpoint = torch.load(buffer)
-    restored_model, restored = _model(), GateFreezer()
+    restored_model, restored = _model(), GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
     restored_model.load_state_dict(checkpoint["model"])
     restored.load_state_dict(checkpoint["freezer"])
     restored.apply(restored_model)

@@ -24,7 +24,7 @@ def frozen_layer(post_freeze_gate: str, *, frozen: bool = True) -> AutoNorm:
         for param in norm.parameters():
             param.add_(torch.randn_like(param) * 0.5)
     if frozen:
-        freezer = GateFreezer(t_freeze=1, eps_h=0.1)
+        freezer = GateFreezer(t_freeze=1, eps_h=0.1, scope="global")
         assert freezer.observe(1, [0.5], norm)  # entropy never below eps_H: frozen
         assert norm.selector_frozen
     return norm.train()

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from studies.spec import load_spec
 from studies.store import (
-    create_study,
     end_attempt,
     get_study,
     list_studies,
@@ -15,37 +13,20 @@ from studies.store import (
     list_trials,
     mark_mlflow_closed,
     record_attempt,
-    record_trial,
     session_scope,
     set_study_runtime,
     set_study_status,
 )
-from tests.factories import QUICK_SPEC_YAML
+from tests.factories import add_study, add_trial
 
 
 def _running_study(engine, job="job-1") -> str:
-    with session_scope(engine) as session:
-        study_id = create_study(session, spec=load_spec(QUICK_SPEC_YAML)).id
-        record_attempt(session, study_id=study_id, ray_job_id=job)
-        set_study_status(session, study_id=study_id, status="running")
-    return study_id
+    return add_study(engine, ray_job_id=job, status="running").id
 
 
-def _trial(engine, study_id, key, status):
-    with session_scope(engine) as session:
-        record_trial(
-            session,
-            study_id=study_id,
-            trial_key=f"{study_id}/{key}",
-            phase="final",
-            method="dyt",
-            config={},
-            seed=0,
-            status=status,
-            metrics={},
-            metric_value=0.9 if status == "succeeded" else None,
-            mlflow_run_id=None,
-        )
+def _trial(engine, study_id, key, status, phase="final"):
+    metric_value = 0.9 if status == "succeeded" else None
+    add_trial(engine, study_id, f"{study_id}/{key}", phase=phase, status=status, metric_value=metric_value)
 
 
 def _trials(engine, study_id):
@@ -106,8 +87,8 @@ def test_a_trial_the_next_attempt_resumes_is_running_again_without_the_old_error
 
 
 def test_a_job_recorded_without_an_attempt_becomes_attempt_one_when_its_driver_dies(engine):
+    study_id = add_study(engine).id
     with session_scope(engine) as session:
-        study_id = create_study(session, spec=load_spec(QUICK_SPEC_YAML)).id
         set_study_runtime(session, study_id=study_id, ray_job_id="legacy-job")
         set_study_status(session, study_id=study_id, status="running")
     with session_scope(engine) as session:
@@ -116,8 +97,7 @@ def test_a_job_recorded_without_an_attempt_becomes_attempt_one_when_its_driver_d
 
 
 def test_a_study_without_a_job_has_no_attempt_to_end(engine):
-    with session_scope(engine) as session:
-        study_id = create_study(session, spec=load_spec(QUICK_SPEC_YAML)).id
+    study_id = add_study(engine).id
     with pytest.raises(ValueError, match="no Ray job"), session_scope(engine) as session:
         end_attempt(session, study_id=study_id, death_reason="?")
 
@@ -159,20 +139,7 @@ def test_only_ended_studies_wait_for_their_mlflow_runs_to_be_closed(engine):
 
 
 def _tune_trial(engine, study_id, key, status="succeeded"):
-    with session_scope(engine) as session:
-        record_trial(
-            session,
-            study_id=study_id,
-            trial_key=f"{study_id}/tune/dyt/{key}",
-            phase="tune",
-            method="dyt",
-            config={},
-            seed=0,
-            status=status,
-            metrics={},
-            metric_value=0.9 if status == "succeeded" else None,
-            mlflow_run_id=None,
-        )
+    _trial(engine, study_id, f"tune/dyt/{key}", status, phase="tune")
 
 
 def test_a_trial_lost_with_its_driver_and_run_again_under_a_new_key_is_not_counted_done_twice(engine):

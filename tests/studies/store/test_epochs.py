@@ -12,29 +12,20 @@ from studies.store import (
     StudyNotFoundError,
     TrialKeyConflictError,
     TrialNotFoundError,
-    create_study,
     make_engine,
-    record_trial,
     record_trial_epoch,
     session_scope,
     study_histories,
     trial_history,
 )
+from tests.factories import add_study, add_trial, digits_spec
 
-SPEC = {
-    "name": "epochs",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln", "dyt"],
-    "seeds": [0, 1],
-    "budget": {"epochs": 2, "batch_size": 32},
-}
+SPEC = digits_spec(name="epochs", epochs=2, batch_size=32)
 
 
 @pytest.fixture
 def study_id(engine) -> str:
-    with session_scope(engine) as session:
-        return create_study(session, spec=SPEC).id
+    return add_study(engine, SPEC).id
 
 
 def _epoch(engine, study_id, key, number, **metrics):
@@ -43,20 +34,7 @@ def _epoch(engine, study_id, key, number, **metrics):
 
 
 def _trial(engine, study_id, key, phase="final"):
-    with session_scope(engine) as session:
-        record_trial(
-            session,
-            study_id=study_id,
-            trial_key=key,
-            phase=phase,
-            method="autonorm_s",
-            config={},
-            seed=0,
-            status="running",
-            metrics={},
-            metric_value=None,
-            mlflow_run_id=None,
-        )
+    add_trial(engine, study_id, key, phase=phase, method="autonorm_s", status="running")
 
 
 def _history(engine, study_id, key):
@@ -104,8 +82,7 @@ def test_epochs_of_an_unknown_study_are_refused(engine):
 
 
 def test_an_epoch_key_of_another_study_is_refused_and_left_untouched(engine, study_id):
-    with session_scope(engine) as session:
-        other = create_study(session, spec=SPEC).id
+    other = add_study(engine, SPEC).id
     _epoch(engine, study_id, "shared", 0, val_accuracy=0.5)
     with pytest.raises(TrialKeyConflictError, match="already belongs"):
         _epoch(engine, other, "shared", 0, val_accuracy=0.9)

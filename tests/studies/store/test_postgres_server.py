@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from service.processes import free_port, wait_until
+from service.stack.processes import free_port, wait_until
 from studies.store import make_engine, upgrade_database
 from tests.postgres_server import (
     PostgresUnavailableError,

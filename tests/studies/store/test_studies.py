@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from studies.spec import load_spec
 from studies.store import (
     InvalidStatusTransitionError,
     StudyNotFoundError,
@@ -15,19 +14,16 @@ from studies.store import (
     get_study,
     list_studies,
     list_trials,
-    record_trial,
     session_scope,
     set_study_runtime,
     set_study_status,
     study_progress,
 )
-from tests.factories import QUICK_SPEC_YAML
+from tests.factories import add_study, add_trial, quick_spec
 
 
 def _new_study(engine, **changes):
-    spec = load_spec(QUICK_SPEC_YAML).model_copy(update=changes)
-    with session_scope(engine) as session:
-        return create_study(session, spec=spec)
+    return add_study(engine, quick_spec(**changes))
 
 
 def _move(engine, study_id, *statuses):
@@ -163,19 +159,7 @@ def test_progress_counts_trials_by_outcome_against_the_plan(engine):
     outcomes = ["succeeded", "succeeded", "failed", "running", "cancelled"]
     with session_scope(engine) as session:
         for i, status in enumerate(outcomes):
-            record_trial(
-                session,
-                study_id=study.id,
-                trial_key=f"{study.id}-tune-{i}",
-                phase="tune",
-                method="dyt",
-                config={},
-                seed=0,
-                status=status,
-                metrics={},
-                metric_value=None,
-                mlflow_run_id=None,
-            )
+            add_trial(session, study.id, f"{study.id}-tune-{i}", phase="tune", status=status)
     with session_scope(engine) as session:
         progress = study_progress(session, study_id=study.id)
         listed = list_studies(session)[0].progress
@@ -199,20 +183,8 @@ def _record_trials(engine, study_id, **statuses):
     """One tune trial per keyword: trial key suffix -> status."""
     with session_scope(engine) as session:
         for suffix, status in statuses.items():
-            record_trial(
-                session,
-                study_id=study_id,
-                trial_key=f"{study_id}-{suffix}",
-                phase="tune",
-                method="dyt",
-                config={},
-                seed=0,
-                status=status,
-                metrics={},
-                metric_value=None,
-                mlflow_run_id=None,
-                error="diverged" if status == "failed" else None,
-            )
+            error = "diverged" if status == "failed" else None
+            add_trial(session, study_id, f"{study_id}-{suffix}", phase="tune", status=status, error=error)
 
 
 def _trials(engine, study_id):
@@ -322,7 +294,7 @@ def test_repeating_a_cancel_closes_trials_left_running_by_an_older_version(engin
 
 def test_a_failed_unit_of_work_rolls_back_everything_in_it(engine):
     with pytest.raises(InvalidStatusTransitionError), session_scope(engine) as session:
-        study = create_study(session, spec=load_spec(QUICK_SPEC_YAML))
+        study = add_study(session)
         set_study_status(session, study_id=study.id, status="succeeded")
     with session_scope(engine) as session:
         assert list_studies(session) == []

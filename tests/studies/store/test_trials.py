@@ -5,41 +5,29 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from studies.spec import load_spec
 from studies.store import (
     InvalidTrialError,
     StudyNotFoundError,
     TrialKeyConflictError,
-    create_study,
     list_trials,
-    record_trial,
     session_scope,
 )
-from tests.factories import QUICK_SPEC_YAML
+from tests.factories import add_study, add_trial
 
 
 @pytest.fixture
 def study_id(engine) -> str:
-    with session_scope(engine) as session:
-        return create_study(session, spec=load_spec(QUICK_SPEC_YAML)).id
+    return add_study(engine).id
 
 
 def _record(engine, study_id, key="k", **changes):
     fields = dict(
-        study_id=study_id,
-        trial_key=key,
-        phase="final",
-        method="dyt",
         config={"lr": 1e-3, "seed": 0},
-        seed=0,
-        status="succeeded",
         metrics={"test_accuracy": 0.9},
         metric_value=0.9,
         mlflow_run_id="run-1",
     )
-    fields.update(changes)
-    with session_scope(engine) as session:
-        return record_trial(session, **fields)
+    return add_trial(engine, study_id, key, **{**fields, **changes})
 
 
 def test_recording_a_trial_returns_it_with_every_field(engine, study_id):
@@ -72,8 +60,7 @@ def test_re_recording_a_trial_updates_it_so_a_retry_can_turn_failed_into_succeed
 
 
 def test_a_trial_key_of_another_study_is_refused_and_left_untouched(engine, study_id):
-    with session_scope(engine) as session:
-        other = create_study(session, spec=load_spec(QUICK_SPEC_YAML)).id
+    other = add_study(engine).id
     _record(engine, study_id, key="shared")
     with pytest.raises(TrialKeyConflictError, match="already belongs"):
         _record(engine, other, key="shared", metric_value=0.1)

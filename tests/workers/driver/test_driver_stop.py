@@ -14,31 +14,23 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from service.study_runs import StudyRuns
+from service.orchestration.study_runs import StudyRuns
 from studies.spec import StudySpec
 from studies.store import (
     StudyStatus,
-    create_study,
     get_study,
     list_trials,
     make_engine,
-    record_trial,
     session_scope,
     set_study_status,
     upgrade_database,
 )
+from tests.factories import add_study, add_trial, digits_spec
 from workers.driver import study as driver_study
 from workers.driver.finalize import fill_missing_run_ids
 from workers.driver.parent_run import experiment_name
 
-SPEC = {
-    "name": "stopped",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln", "dyt"],
-    "seeds": [0, 1],
-    "budget": {"epochs": 1, "batch_size": 64},
-}
+SPEC = digits_spec(name="stopped")
 SIGTERM_EXIT = 128 + 15  # what workers.driver.__main__'s SIGTERM handler raises
 
 
@@ -93,8 +85,7 @@ def driver(monkeypatch, ctx) -> Callable[[StoppingClient], str]:
 
     def run(client: StoppingClient) -> str:
         monkeypatch.setattr(driver_study, "MlflowClient", lambda uri: client)
-        with session_scope(ctx.engine) as session:
-            study_id = create_study(session, spec=SPEC).id
+        study_id = add_study(ctx.engine, SPEC).id
         try:
             driver_study.run_study(study_id, ctx)
         except SystemExit as stop:
@@ -106,7 +97,7 @@ def driver(monkeypatch, ctx) -> Callable[[StoppingClient], str]:
 
 def _cancel_as_the_service_does(ctx: driver_study.DriverContext, study_id: str) -> None:
     """The API marks the study cancelled; once its driver has ended, the reconcile loop closes the RUNNING
-    runs of the experiment the database names (service.background, service.study_runs)."""
+    runs of the experiment the database names (service.orchestration.reconcile, service.orchestration.study_runs)."""
     with session_scope(ctx.engine) as session:
         if get_study(session, study_id=study_id).status == StudyStatus.RUNNING:
             set_study_status(session, study_id=study_id, status=StudyStatus.CANCELLED)
@@ -170,8 +161,7 @@ def test_the_experiment_is_in_the_database_before_the_driver_creates_a_run_in_it
             assert seen[-1] == experiment_id
             return super().create_run(experiment_id, *args, **kwargs)
 
-    with session_scope(ctx.engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+    study_id = add_study(ctx.engine, SPEC).id
     parent = driver_study.open_parent_run(
         Watching(ctx.mlflow_tracking_uri), study_id, StudySpec.model_validate(SPEC), ctx
     )
@@ -182,28 +172,23 @@ def test_the_experiment_is_in_the_database_before_the_driver_creates_a_run_in_it
 
 
 def _trial_row(ctx, study_id: str, key: str, run_id: str | None) -> None:
-    with session_scope(ctx.engine) as session:
-        record_trial(
-            session,
-            study_id=study_id,
-            trial_key=key,
-            phase="tune",
-            method="dyt",
-            config={},
-            seed=0,
-            status="cancelled" if run_id is None else "succeeded",
-            metrics={},
-            metric_value=None if run_id is None else 0.9,
-            mlflow_run_id=run_id,
-            error="the study's driver died (attempt 1: killed)" if run_id is None else None,
-        )
+    lost = run_id is None
+    add_trial(
+        ctx.engine,
+        study_id,
+        key,
+        phase="tune",
+        status="cancelled" if lost else "succeeded",
+        metric_value=None if lost else 0.9,
+        mlflow_run_id=run_id,
+        error="the study's driver died (attempt 1: killed)" if lost else None,
+    )
 
 
 def test_a_trial_lost_before_its_first_epoch_gets_its_run_id_when_the_next_driver_ends(ctx):
     client = MlflowClient(ctx.mlflow_tracking_uri)
     experiment_id = client.create_experiment(f"lost-{uuid.uuid4().hex[:8]}")
-    with session_scope(ctx.engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+    study_id = add_study(ctx.engine, SPEC).id
     lost, kept = f"{study_id}/tune/dyt/t1", f"{study_id}/tune/dyt/t2"
     lost_run = client.create_run(experiment_id, tags={"normlab.trial_key": lost}).info.run_id
     client.set_terminated(lost_run, status="KILLED")  # its warm host stopped it
@@ -219,8 +204,7 @@ def test_a_trial_lost_before_its_first_epoch_gets_its_run_id_when_the_next_drive
 
 def test_filling_run_ids_while_mlflow_is_down_is_a_warning(ctx, caplog, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # refused at once, not after minutes
-    with session_scope(ctx.engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+    study_id = add_study(ctx.engine, SPEC).id
     _trial_row(ctx, study_id, f"{study_id}/tune/dyt/t1", None)
     down = MlflowClient("http://127.0.0.1:9")
     assert fill_missing_run_ids(down, "1", engine=ctx.engine, study_id=study_id) == 0

@@ -13,9 +13,20 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from studies.spec import Fixed, IntRange, LogUniform
 from workers.driver.method_search import MethodScheduler, StudySearch
+from workers.driver.search_space import to_tune_space
 
+LR = LogUniform(type="loguniform", low=1e-4, high=1e-2)
+# The driver's spaces (Optuna distributions, constants for fixed knobs) ...
 SPACES = {
+    "autonorm_s": to_tune_space(
+        {"lr": LR, "t_freeze": IntRange(type="int", low=1, high=3), "tau": Fixed(type="fixed", value=0.5)}
+    ),
+    "dyt": to_tune_space({"lr": LR}),
+}
+# ... and the same spaces as Ray Tune domains, as one Tune experiment per method searched them.
+TUNE_DOMAINS = {
     "autonorm_s": {"lr": tune.loguniform(1e-4, 1e-2), "t_freeze": tune.randint(1, 4), "tau": 0.5},
     "dyt": {"lr": tune.loguniform(1e-4, 1e-2)},
 }
@@ -43,7 +54,7 @@ def _search(num_samples=None, *, mode="max", fixed=None) -> StudySearch:
 def _one_experiment_per_method(method: str, trials: int) -> list[dict]:
     """What one Tune experiment per method suggested: OptunaSearch over the method's param space."""
     search = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=SEED))
-    search.set_search_properties("objective", "max", {"method": method, "knobs": SPACES[method]})
+    search.set_search_properties("objective", "max", {"method": method, "knobs": TUNE_DOMAINS[method]})
     return [search.suggest(f"{method}-{i}")["knobs"] for i in range(trials)]
 
 

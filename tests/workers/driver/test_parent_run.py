@@ -12,14 +12,8 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from studies.store import (
-    create_study,
-    make_engine,
-    record_trial,
-    record_trial_epoch,
-    session_scope,
-    upgrade_database,
-)
+from studies.store import make_engine, session_scope, upgrade_database
+from tests.factories import add_epochs, add_study, add_trial, digits_spec
 from workers.driver.parent_run import (
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
@@ -28,14 +22,7 @@ from workers.driver.parent_run import (
     log_results_artifacts,
 )
 
-SPEC = {
-    "name": "artifacts",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["autonorm", "frozen_ln"],
-    "seeds": [0, 1],
-    "budget": {"epochs": 2, "batch_size": 32},
-}
+SPEC = digits_spec(name="artifacts", methods=["autonorm", "frozen_ln"], epochs=2, batch_size=32)
 
 
 @pytest.fixture
@@ -50,32 +37,23 @@ def finished_study(tmp_path):
     upgrade_database(url)
     engine = make_engine(url)
     with session_scope(engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+        study_id = add_study(session, SPEC).id
         for method in SPEC["methods"]:
             for seed in SPEC["seeds"]:
                 key = f"{study_id}/final/{method}/seed{seed}"
                 gates = {"gate_dyt_weight_0": 0.2, "gate_entropy_0": 0.3} if method == "autonorm" else {}
-                record_trial(
+                add_trial(
                     session,
-                    study_id=study_id,
-                    trial_key=key,
-                    phase="final",
+                    study_id,
+                    key,
                     method=method,
                     config={"method": method, "seed": seed},
                     seed=seed,
-                    status="succeeded",
                     metrics={"test_accuracy": 0.9 + seed / 100, **gates},
                     metric_value=0.9 + seed / 100,
-                    mlflow_run_id=None,
                 )
-                record_trial_epoch(
-                    session,
-                    study_id=study_id,
-                    trial_key=key,
-                    epoch=0,
-                    metrics={"objective": 0.1, "init_erank_jacobian": 0.5 + seed / 10, **gates},
-                )
-                record_trial_epoch(session, study_id=study_id, trial_key=key, epoch=1, metrics=gates)
+                first = {"objective": 0.1, "init_erank_jacobian": 0.5 + seed / 10, **gates}
+                add_epochs(session, study_id, key, {0: first, 1: gates})
     yield engine, study_id
     engine.dispose()
 
@@ -121,8 +99,7 @@ def test_a_study_without_final_trials_saves_nothing(client, tmp_path):
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     upgrade_database(url)
     engine = make_engine(url)
-    with session_scope(engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+    study_id = add_study(engine, SPEC).id
     parent = ensure_parent_run(client, study_id=study_id, study_name="empty", dataset="digits", spec=SPEC)
     assert log_results_artifacts(client, parent.run_id, engine=engine, study_id=study_id) == []
     assert client.list_artifacts(parent.run_id, "results") == []
@@ -153,3 +130,57 @@ def test_the_parent_run_records_the_spec_and_the_software_that_ran_it(client):
     assert run.data.tags["normlab.version.mlflow"] == mlflow.__version__
     assert run.data.tags["normlab.git_revision"]
     assert {"study_spec.json", "environment.json"} <= {a.path for a in client.list_artifacts(parent.run_id)}
+
+
+TUNED_SPEC = {
+    **SPEC,
+    "name": "tuned",
+    "methods": ["autonorm_s"],
+    "num_samples": 6,
+    "search": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},
+    "method_search": {"autonorm_s": {"eps_h": {"type": "uniform", "low": 0.05, "high": 0.2}, "t_freeze": 1}},
+}
+
+
+def test_a_tuned_study_saves_its_knob_importance_and_history_with_the_parent_run(client, tmp_path):
+    url = f"sqlite:///{tmp_path / 'tuned.db'}"
+    upgrade_database(url)
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        study_id = add_study(session, TUNED_SPEC).id
+        trials = [
+            ("tune", 2, i, {"lr": 10 ** (-4 + i / 3), "eps_h": 0.05 + i / 50, "t_freeze": 1})
+            for i in range(6)
+        ]
+        trials += [("final", seed, seed, {"lr": 1e-3, "eps_h": 0.1, "t_freeze": 1}) for seed in (0, 1)]
+        for phase, seed, i, knobs in trials:
+            value = 0.9 - abs(knobs["lr"] - 1e-3) * 10
+            add_trial(
+                session,
+                study_id,
+                f"{study_id}/{phase}/{i}",
+                phase=phase,
+                method="autonorm_s",
+                config={"method": "autonorm_s", "seed": seed, "knobs": knobs},
+                seed=seed,
+                metrics={"objective": value, "test_accuracy": value},
+                metric_value=value,
+            )
+    parent = ensure_parent_run(
+        client, study_id=study_id, study_name="tuned", dataset="digits", spec=TUNED_SPEC
+    )
+    written = log_results_artifacts(client, parent.run_id, engine=engine, study_id=study_id)
+    assert {
+        "results/tuning.json",
+        "results/figures/knob_importance_autonorm_s.svg",
+        "results/figures/optimisation_history_autonorm_s.svg",
+    } <= set(written)
+    local = Path(client.download_artifacts(parent.run_id, "results", str(tmp_path)))
+    tuning = json.loads((local / "tuning.json").read_text())
+    [method] = tuning["methods"]
+    assert len(method["history"]["points"]) == 6 and {k for k in method["importance"]["knobs"]} == {
+        "lr",
+        "eps_h",
+    }
+    assert "Knob importance and optimisation history" in (local / "results.html").read_text()
+    engine.dispose()

@@ -6,17 +6,11 @@ from __future__ import annotations
 import pytest
 
 from studies.spec import StudySpec
+from tests.factories import digits_spec
 from workers.driver import study as driver_study
 from workers.trials.plan import TrialPlan
 
-SPEC = {
-    "name": "fit",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln"],
-    "seeds": [0],
-    "budget": {"epochs": 1, "batch_size": 64},
-}
+SPEC = digits_spec(name="fit", methods=["frozen_ln"], seeds=[0])
 
 
 def _plan(*, cpu: float, gpu: float) -> TrialPlan:

@@ -12,7 +12,6 @@ import pytest
 import ray.cloudpickle as cloudpickle
 
 from studies.store import (
-    create_study,
     list_trials,
     make_engine,
     session_scope,
@@ -20,17 +19,11 @@ from studies.store import (
     trial_history,
     upgrade_database,
 )
+from tests.factories import add_study, digits_spec
 from workers.driver import recorder as recorder_module
 from workers.driver.recorder import TrialRecorder, numeric_metrics, reported_metrics, seed_results
 
-SPEC = {
-    "name": "recorder",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln", "dyt"],
-    "seeds": [0, 1],
-    "budget": {"epochs": 1, "batch_size": 64},
-}
+SPEC = digits_spec(name="recorder")
 
 
 @dataclass
@@ -51,8 +44,7 @@ def database(tmp_path):
     url = f"sqlite:///{tmp_path / 'normlab.db'}"
     upgrade_database(url)
     engine = make_engine(url)
-    with session_scope(engine) as session:
-        study_id = create_study(session, spec=SPEC).id
+    study_id = add_study(engine, SPEC).id
     return url, engine, study_id
 
 

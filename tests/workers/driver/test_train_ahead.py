@@ -8,12 +8,13 @@ import pytest
 
 import workers.trials.relay
 from studies.spec import StudySpec
+from studies.trial_config import Key
 from tests.workers.driver.conftest import Stop
 from tests.workers.driver.test_trial_reuse import CPU_PLAN, CTX, METRIC, SPEC
 from workers.driver import study as driver_study
 from workers.settings import WorkerSettings
 from workers.trials import entry as trainable_entry
-from workers.trials.entry import MAY_STOP_EARLY_KEY, trains_ahead
+from workers.trials.entry import trains_ahead
 
 
 def _suggested(tuners, spec: dict) -> list[dict]:
@@ -34,13 +35,13 @@ def _suggested(tuners, spec: dict) -> list[dict]:
 def test_without_a_scheduler_no_trial_of_a_compare_study_may_stop_early(tuners):
     suggested = [s for s in _suggested(tuners, SPEC) if isinstance(s, dict)]
     assert {s["phase"] for s in suggested} == {"tune", "final"}
-    assert all(s[MAY_STOP_EARLY_KEY] is False for s in suggested)
+    assert all(s[Key.MAY_STOP_EARLY] is False for s in suggested)
 
 
 def test_under_asha_the_tuning_trials_may_stop_early_and_the_final_trials_never(tuners):
     asha = {**SPEC, "scheduler": {"type": "asha", "grace_period": 1, "reduction_factor": 2}}
     suggested = [s for s in _suggested(tuners, asha) if isinstance(s, dict)]
-    assert {s["phase"]: s[MAY_STOP_EARLY_KEY] for s in suggested} == {"tune": True, "final": False}
+    assert {s["phase"]: s[Key.MAY_STOP_EARLY] for s in suggested} == {"tune": True, "final": False}
 
 
 def test_no_trial_of_a_grid_study_may_stop_early(tuners):
@@ -50,15 +51,15 @@ def test_no_trial_of_a_grid_study_may_stop_early(tuners):
             StudySpec.model_validate(SPEC), CPU_PLAN, CTX, {}, variants, phase="grid", metric=METRIC,
             client=None, parent=None,
         )  # fmt: skip
-    assert tuners[0]["param_space"][MAY_STOP_EARLY_KEY] is False
+    assert tuners[0]["param_space"][Key.MAY_STOP_EARLY] is False
 
 
 @pytest.mark.parametrize(
     "config, setting, expected",
     [
-        ({MAY_STOP_EARLY_KEY: False}, "1", True),
-        ({MAY_STOP_EARLY_KEY: False}, "0", False),  # switched off
-        ({MAY_STOP_EARLY_KEY: True}, "1", False),  # ASHA may stop it after any report
+        ({Key.MAY_STOP_EARLY: False}, "1", True),
+        ({Key.MAY_STOP_EARLY: False}, "0", False),  # switched off
+        ({Key.MAY_STOP_EARLY: True}, "1", False),  # ASHA may stop it after any report
         ({}, "1", False),  # a trial restored from an experiment older than the mark
     ],
 )
@@ -81,7 +82,7 @@ def test_the_trial_process_tells_its_host_to_train_ahead_and_keeps_the_mark_out_
 
     monkeypatch.setattr(workers.trials.relay, "run_on_trial_host", run_on_trial_host)
     for may_stop_early in (False, True):
-        variant = {"method": "dyt", "seed": 1, MAY_STOP_EARLY_KEY: may_stop_early}
+        variant = {"method": "dyt", "seed": 1, Key.MAY_STOP_EARLY: may_stop_early}
         trainable_entry.study_trial({"study_id": "s1", "phase": "final", "variant": variant})
     assert [ahead for _, ahead in handed] == [True, False]
-    assert all(MAY_STOP_EARLY_KEY not in config for config, _ in handed)
+    assert all(Key.MAY_STOP_EARLY not in config for config, _ in handed)

@@ -11,26 +11,24 @@ import pytest
 
 import workers.trials.trainable
 from studies.spec import StudySpec
+from tests.factories import digits_spec
 from tests.workers.driver.conftest import Stop
 from workers.driver import study as driver_study
 from workers.driver.method_search import StudySearch
 from workers.trials import entry as trainable_entry
 from workers.trials.plan import TrialPlan
 
-SPEC = {
-    "name": "reuse",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln", "dyt", "autonorm_s"],
-    "search": {"lr": 0.005},
-    "method_search": {
+SPEC = digits_spec(
+    name="reuse",
+    methods=["frozen_ln", "dyt", "autonorm_s"],
+    search={"lr": 0.005},
+    method_search={
         "dyt": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},
         "autonorm_s": {"t_freeze": {"type": "int", "low": 1, "high": 2}},
     },
-    "num_samples": 3,
-    "seeds": [0, 1],
-    "budget": {"epochs": 3, "batch_size": 64},
-}
+    num_samples=3,
+    epochs=3,
+)
 CPU_PLAN = TrialPlan(cpu=1.0, gpu=0.0, seeds_per_trial=1, gpu_reason="test")
 METRIC = driver_study.MetricInfo(name="accuracy", higher_is_better=True)
 CTX = driver_study.DriverContext(

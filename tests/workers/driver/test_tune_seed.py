@@ -8,20 +8,19 @@ import optuna
 import pytest
 
 from studies.spec import StudySpec
+from tests.factories import digits_spec
 from workers.driver import study as driver_study
 from workers.trials.plan import TrialPlan
 
 PLAN = TrialPlan(cpu=1.0, gpu=0.0, seeds_per_trial=1, gpu_reason="test")
 
-SPEC = {
-    "name": "tune",
-    "dataset": "digits",
-    "model": "vit_lite_tiny",
-    "methods": ["frozen_ln"],
-    "search": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},
-    "seeds": [0, 1, 2],
-    "budget": {"epochs": 2, "batch_size": 64},
-}
+SPEC = digits_spec(
+    name="tune",
+    methods=["frozen_ln"],
+    search={"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}},
+    seeds=[0, 1, 2],
+    epochs=2,
+)
 
 
 class Stop(Exception):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from service.processes import wait_until
+from service.stack.processes import wait_until
 from workers.driver.warm_client import run_on_warm_server
 from workers.driver.warm_server import PRELOADED_MODULES, READY_LINE
 
@@ -30,7 +30,9 @@ REPO = Path(__file__).resolve().parents[3]
 FAKE_DRIVER = "tests.workers.driver.warm_fake_driver:main"
 
 
-def _start_server(socket_path: Path, log_path: Path) -> subprocess.Popen:
+def _start_server(
+    socket_path: Path, log_path: Path, *extra: str, ready: str = "preloaded"
+) -> subprocess.Popen:
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
             [
@@ -41,6 +43,7 @@ def _start_server(socket_path: Path, log_path: Path) -> subprocess.Popen:
                 str(socket_path),
                 "--entry",
                 FAKE_DRIVER,
+                *extra,
             ],
             cwd=REPO,
             # Buffered, as a server started without it is: each driver takes its job's setting.
@@ -48,7 +51,7 @@ def _start_server(socket_path: Path, log_path: Path) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    assert wait_until(lambda: "preloaded" in log_path.read_text(), timeout=120, interval=0.2)
+    assert wait_until(lambda: ready in log_path.read_text(), timeout=120, interval=0.2)
     return server
 
 
@@ -251,13 +254,37 @@ def test_a_stopped_server_removes_its_socket_and_leaves_a_running_driver_to_its_
         assert note.read_text() == "terminated"
 
 
+def test_a_lazy_server_imports_at_the_first_study_and_goes_lean_again_after_its_idle_period(tmp_path):
+    with tempfile.TemporaryDirectory(prefix="nl-ws-") as tmp:
+        socket_path, log_path = Path(tmp) / "drivers.sock", Path(tmp) / "server.log"
+        server = _start_server(socket_path, log_path, "--lazy", "--release-after", "3", ready=READY_LINE)
+        try:
+            assert "preloaded" not in log_path.read_text()  # lean until a study comes
+            first = _job(socket_path, "describe", cwd=tmp_path)
+            assert first.communicate(timeout=120)[0].startswith("argv=['describe']")
+            assert "preloaded the driver's modules" in log_path.read_text()
+            # No driver for 3 s: the same process re-executes itself, lean, on the same socket.
+            assert wait_until(lambda: "lean again" in log_path.read_text(), timeout=60, interval=0.2)
+            assert server.poll() is None and socket_path.exists()
+            cmdline = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
+            assert b"--listen-fd" in cmdline
+            second = _job(socket_path, "describe", cwd=tmp_path)
+            out, err = second.communicate(timeout=120)
+            assert out.startswith("argv=['describe']") and "forked by the warm driver server" in err
+            assert log_path.read_text().count("preloaded the driver's modules") == 2
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        assert not socket_path.exists()
+
+
 def test_every_preloaded_module_imports():
     for name in PRELOADED_MODULES:
         importlib.import_module(name)
 
 
 def test_the_ready_line_is_what_the_stack_waits_for():
-    from service.local_stack import warm_driver_server
+    from service.stack.local_stack import warm_driver_server
 
     process = warm_driver_server(
         data_dir=Path("/tmp"), socket_path=Path("/tmp/x.sock"), token="t", node_ip="127.0.0.1", driver_env={}

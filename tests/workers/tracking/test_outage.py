@@ -26,8 +26,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import workers.trials.trainable as trainable_module
-from service.local_stack import mlflow_server as mlflow_server_process
-from service.processes import free_port, http_ok, wait_until
+from service.stack.local_stack import mlflow_server as mlflow_server_process
+from service.stack.processes import free_port, http_ok, wait_until
 from studies.store import (
     create_study,
     list_trials,

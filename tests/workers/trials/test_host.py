@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.processes import wait_until
+from service.stack.processes import wait_until
 from tests.workers.trials.trial_configs import TINY_TRIAL
 from workers.training import CHECKPOINT_FILE, load_checkpoint
 from workers.training.loop import TrainingRun

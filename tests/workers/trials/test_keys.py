@@ -2,7 +2,8 @@
 
 import pytest
 
-from workers.trials.keys import flatten_trial_config, seed_trial_keys, trial_key_for, trial_seeds
+from studies.trial_config import trial_seeds
+from workers.trials.keys import flatten_trial_config, seed_trial_keys, trial_key_for
 
 
 def test_final_trials_are_keyed_by_method_and_seed_not_by_tunes_random_id():

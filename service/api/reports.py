@@ -1,0 +1,193 @@
+"""A study's report, assembled from the store: the study, its final-phase (or grid) trials with their
+per-epoch histories, the catalog claim its spec names, the mechanism figures, its knob importance and
+optimisation history (studies.store.results_tuning) and provenance, handed to the pure report builder
+(studies.report). No FastAPI here: the route only picks the rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from service.api.errors import ClaimNotServedError
+from service.api.mlflow_links import mlflow_ui_url
+from studies.catalog import Claim, UnknownClaimError, claim_ids, get_claim
+from studies.claims import StudyData, TrialData
+from studies.evidence import build_evidence
+from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
+from studies.report import Figure, Provenance, StudyReport, build_report
+from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
+from studies.store import (
+    TERMINAL_STATUSES,
+    StudyStatus,
+    StudyView,
+    TrialView,
+    get_study,
+    list_trials,
+    study_histories,
+)
+from studies.store.results import planned_seeds
+from studies.store.results_evidence import RESULT_PHASES, evidence_trial
+from studies.tables.dataset_notes import dataset_note
+from studies.tables.render_evidence_svg import evidence_figures
+
+if TYPE_CHECKING:
+    from studies.tuning import StudyTuning
+
+__all__ = ["served_claims", "study_report"]
+
+
+def study_report(
+    session: Session, *, study_id: str, claim_id: str | None = None, mlflow_tracking_uri: str | None = None
+) -> StudyReport:
+    """The report of one study; StudyNotFoundError (404) for an unknown id. A study that has not finished
+    gets a report of the trials finished so far (the notes say so). `claim_id` judges the study against
+    another claim it serves (ClaimNotServedError, 422, for one it does not). With `mlflow_tracking_uri`
+    the provenance links the study's experiment in the MLflow UI."""
+    study = get_study(session, study_id=study_id)
+    spec_claim = study.spec.get("claim")
+    if claim_id is not None:
+        served = served_claims(spec_claim)
+        if claim_id not in served:
+            raise ClaimNotServedError(claim_id, served)
+    trials = list_trials(session, study_id=study_id, phase=list(RESULT_PHASES))
+    histories = study_histories(session, study_id=study_id, phase=list(RESULT_PHASES)) if trials else {}
+    spec, notes = _spec(study)
+    claim, claim_note = _claim(claim_id or spec_claim)
+    notes += claim_note
+    if StudyStatus(study.status) not in TERMINAL_STATUSES:
+        notes.append(f"the study is {study.status}: this report covers the trials finished so far")
+    elif study.status != StudyStatus.SUCCEEDED:
+        notes.append(f"the study {study.status}" + (f": {study.error}" if study.error else ""))
+
+    metric = f"test_{DATASET_METRICS[study.dataset][0]}"  # the claims' checks read the test-split metric
+    higher = higher_is_better(study.dataset, metric)
+    data = StudyData(
+        dataset=study.dataset,
+        metric=metric,
+        higher_is_better=higher,
+        reference=spec.reference if spec is not None else str(study.spec.get("reference_method") or ""),
+        trials=tuple(_trial_data(t, histories.get(t.trial_key, ())) for t in trials if t.seed is not None),
+    )
+    return build_report(
+        data,
+        provenance=_provenance(study, spec, mlflow_tracking_uri),
+        kind=study.kind,
+        claim=claim,
+        spec_paper_numbers=dict(spec.paper_numbers) if spec is not None else {},
+        planned_seeds=planned_seeds([spec]) if spec is not None else None,
+        figures=_figures(trials, histories, dataset=study.dataset, metric=data.metric, higher=higher),
+        dataset_note=dataset_note(study.dataset),
+        notes=notes,
+        convergence=spec.convergence if spec is not None else None,
+        tuning=_tuning(session, study),
+    )
+
+
+def served_claims(spec_claim: Any) -> list[str]:
+    """The claims a study whose spec names `spec_claim` serves: that claim and those sharing its study."""
+    if not isinstance(spec_claim, str) or spec_claim not in claim_ids():
+        return []
+    return [spec_claim, *(c for c in claim_ids() if get_claim(c).shares_study_with == spec_claim)]
+
+
+def _spec(study: StudyView) -> tuple[StudySpec | None, list[str]]:
+    """The stored spec, validated; a spec an older version accepted but this one refuses still reports."""
+    try:
+        return StudySpec.model_validate(study.spec), []
+    except ValidationError as exc:
+        return None, [
+            f"the stored spec no longer validates ({exc.error_count()} problem(s)); seeds and "
+            "planned rows come from the trials alone"
+        ]
+
+
+def _claim(claim_id: Any) -> tuple[Claim | None, list[str]]:
+    if not isinstance(claim_id, str) or not claim_id:
+        return None, []
+    try:
+        return get_claim(claim_id), []
+    except UnknownClaimError as exc:
+        return None, [
+            f"the spec names claim '{claim_id}', which the catalog does not hold ({exc}): "
+            "the report compares rows only"
+        ]
+
+
+def _trial_data(trial: TrialView, history: Sequence[Mapping[str, Any]]) -> TrialData:
+    knobs = trial.config.get("knobs")
+    return TrialData(
+        method=trial.method,
+        seed=int(trial.seed),  # type: ignore[arg-type]  # callers keep seeded trials only
+        status=trial.status,
+        value=trial.metric_value,
+        metrics=dict(trial.metrics),
+        group=trial.group,
+        knobs=dict(knobs) if isinstance(knobs, Mapping) else {},
+        history=tuple(history),
+        trial_key=trial.trial_key,
+        mlflow_run_id=trial.mlflow_run_id,
+    )
+
+
+def _figures(
+    trials: Sequence[TrialView],
+    histories: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    dataset: str,
+    metric: str,
+    higher: bool,
+) -> list[Figure]:
+    """The mechanism figures (gates per layer and epoch, init rank by depth, metric vs init rank)."""
+    if not trials:
+        return []
+    evidence = build_evidence(
+        (evidence_trial(t, histories.get(t.trial_key, ())) for t in trials),
+        dataset=dataset,
+        metric=metric,
+        higher_is_better=higher,
+    )
+    return list(evidence_figures(evidence))
+
+
+def _tuning(session: Session, study: StudyView) -> StudyTuning | None:
+    """Knob importance and optimisation history of the study's tune (or sweep's grid) trials."""
+    # Imported here: Optuna loads with the first report that shows tuning, not with the API.
+    from studies.store.results_tuning import stored_tuning_trials, tuning_of
+
+    return tuning_of(study, stored_tuning_trials(session, study))
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _provenance(study: StudyView, spec: StudySpec | None, mlflow_tracking_uri: str | None) -> Provenance:
+    raw = study.spec
+    experiment = study.mlflow_experiment_id
+    seeds = tuple(spec.seeds) if spec is not None else tuple(raw.get("seeds") or ())
+    tune_seeds = tuple(spec.tune_seeds or ()) if spec is not None else tuple(raw.get("tune_seeds") or ())
+    return Provenance(
+        study_id=study.id,
+        study_name=study.name,
+        status=study.status,
+        spec=dict(raw),
+        seeds=seeds,
+        tune_seeds=tune_seeds,
+        split_seed=int(spec.split_seed if spec is not None else raw.get("split_seed") or 0),
+        normlab_version=package_versions(("normlab",))["normlab"],
+        git_revision=git_revision(),
+        packages=package_versions(PROVENANCE_PACKAGES[1:]),
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=_iso(study.created_at),
+        started_at=_iso(study.started_at),
+        finished_at=_iso(study.finished_at),
+        mlflow_experiment_id=experiment,
+        mlflow_experiment_url=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment)
+        if mlflow_tracking_uri and experiment
+        else None,
+        ray_job_id=study.ray_job_id,
+    )

@@ -1,0 +1,8 @@
+"""One router per resource."""
+
+from service.api.routes.health import router as health_router
+from service.api.routes.reports import router as reports_router
+from service.api.routes.results import router as results_router
+from service.api.routes.studies import router as studies_router
+
+__all__ = ["health_router", "reports_router", "results_router", "studies_router"]

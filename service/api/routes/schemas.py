@@ -1,0 +1,146 @@
+"""Response bodies of the HTTP API (built from the store's value objects)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from service.api.mlflow_links import mlflow_ui_url
+from studies.store import AttemptView, StudyView, TrialView
+
+__all__ = [
+    "AttemptOut",
+    "ProgressOut",
+    "ReadinessOut",
+    "StudyLinks",
+    "StudyOut",
+    "TrialEpochOut",
+    "TrialHistoryOut",
+    "TrialOut",
+]
+
+
+class ReadinessOut(BaseModel):
+    status: str  # ready | not ready
+    database: dict[str, Any]  # {"reachable": bool, "backend": str, "detail"?: str}
+    ray: dict[str, Any]  # {"reachable": bool, "url": str, "status_code"? | "detail"?}
+    mlflow: dict[str, Any]
+
+
+class ProgressOut(BaseModel):
+    planned: int  # trials the spec plans, all phases
+    done: int  # finished trials, whatever the outcome
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    lost: int = 0  # trials lost with a dead driver and run again by a later attempt: not counted as done
+    fraction: float  # done / planned, capped at 1
+
+
+class StudyLinks(BaseModel):
+    self: str
+    trials: str
+    results: str
+    # The study's MLflow experiment in the UI's training view (runs and metric charts); null until the
+    # driver has created the experiment, or where MLFLOW_TRACKING_URI is no HTTP server.
+    mlflow: str | None = None
+
+
+class AttemptOut(BaseModel):
+    """One submission of the study's driver as a Ray job; a driver that dies without recording the study's
+    outcome is followed by the next attempt (up to NORMLAB_MAX_STUDY_ATTEMPTS), which resumes the study."""
+
+    number: int  # 1, 2, ...
+    ray_job_id: str
+    submitted_at: datetime
+    # When its driver was found dead; null while it runs, or once it recorded the study's outcome.
+    ended_at: datetime | None
+    # Why its driver died, e.g. "Ray job ... ended failed: ... exit code 137 (killed by SIGKILL)".
+    death_reason: str | None
+    interrupted: bool  # found dead when the service started (the stack was stopped): not counted as a death
+
+    @classmethod
+    def from_view(cls, attempt: AttemptView) -> AttemptOut:
+        return cls.model_validate(attempt, from_attributes=True)
+
+
+class StudyOut(BaseModel):
+    id: str
+    name: str
+    dataset: str
+    kind: str
+    status: str  # queued | running | succeeded | failed | cancelled
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    ray_job_id: str | None  # the current attempt's job
+    attempts: list[AttemptOut]  # the driver's attempts, oldest first
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: str | None
+    progress: ProgressOut
+    links: StudyLinks
+    spec: dict[str, Any]  # the validated spec, defaults filled in
+
+    @classmethod
+    def from_view(cls, study: StudyView, *, mlflow_tracking_uri: str | None) -> StudyOut:
+        # Every field but the links is the view's attribute of the same name (progress and attempts too).
+        experiment = study.mlflow_experiment_id
+        links = StudyLinks(
+            self=f"/studies/{study.id}",
+            trials=f"/studies/{study.id}/trials",
+            results=f"/results/{study.dataset}?study={study.id}",
+            mlflow=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment)
+            if mlflow_tracking_uri and experiment
+            else None,
+        )
+        fields = {name: getattr(study, name) for name in cls.model_fields if name != "links"}
+        return cls.model_validate({**fields, "links": links}, from_attributes=True)
+
+
+class TrialOut(BaseModel):
+    id: int
+    study_id: str
+    trial_key: str
+    phase: str  # tune | final | grid
+    method: str
+    group: str | None  # grid point label
+    config: dict[str, Any]
+    seed: int | None
+    status: str  # running | succeeded | failed | cancelled
+    metrics: dict[str, Any]
+    metric_value: float | None  # the phase's primary metric
+    mlflow_run_id: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_view(cls, trial: TrialView) -> TrialOut:
+        return cls.model_validate(trial, from_attributes=True)
+
+
+class TrialEpochOut(BaseModel):
+    epoch: int  # 0: before training (init_* ranks, untrained metric)
+    metrics: dict[str, Any]  # every metric the trial reported that epoch; null where not finite
+
+
+class TrialHistoryOut(BaseModel):
+    study_id: str
+    trial_key: str
+    epochs: list[TrialEpochOut]  # in epoch order; empty until the trial reports its first epoch
+
+    @classmethod
+    def from_history(cls, study_id: str, trial_key: str, history: list[dict[str, Any]]) -> TrialHistoryOut:
+        return cls(
+            study_id=study_id,
+            trial_key=trial_key,
+            epochs=[
+                TrialEpochOut(epoch=row["epoch"], metrics={k: v for k, v in row.items() if k != "epoch"})
+                for row in history
+            ],
+        )

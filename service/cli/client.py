@@ -1,0 +1,211 @@
+"""Talking to a running NormLab API from Python: submit a spec, follow a study, fetch and print results.
+
+The `normlab` CLI (service/cli/commands.py), `normlab serve --demo` (service/stack/launcher.py) and scripts use it; every
+failure is a CliError whose message says what to do about it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+__all__ = [
+    "TERMINAL",
+    "ApiClient",
+    "CliError",
+    "check_spec_text",
+    "console",
+    "err_console",
+    "fetch_report",
+    "follow_study",
+    "make_http_client",
+    "print_results",
+    "submit_spec_text",
+]
+
+# Piped output (CI logs, `make demo` under a pager) gets a width a results table fits in, not 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True)
+
+# The API's status vocabulary (studies.store.StudyStatus), as strings: this client imports nothing of the
+# service, so the CLI starts without SQLAlchemy.
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+_FORMATS = ("table", "json", "csv", "md", "html")
+
+
+class CliError(Exception):
+    """A failure the user can act on; the message says how."""
+
+
+def make_http_client(api_url: str, token: str | None) -> httpx.Client:
+    """The HTTP client every command uses (tests swap in FastAPI's TestClient)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=api_url, headers=headers, timeout=30.0)
+
+
+class ApiClient:
+    """Thin HTTP wrapper that turns transport and HTTP errors into CliError messages."""
+
+    def __init__(self, api_url: str, token: str | None = None) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.token = token
+        self._http = make_http_client(self.api_url, token)
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise CliError(
+                f"cannot reach the API at {self.api_url}: start it with `make run` (or `normlab serve`), "
+                "or point NORMLAB_API_URL at a running server"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise CliError(
+                f"the request to {self.api_url}{path} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if response.status_code >= 400:
+            raise CliError(_describe_failure(response, self.api_url))
+        return response
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.request(method, path, **kwargs).json()
+
+
+def _describe_failure(response: httpx.Response, api_url: str) -> str:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text.strip()
+    code = response.status_code
+    if code == 401:
+        return (
+            f"the API at {api_url} refused the request ({detail}): set NORMLAB_API_TOKEN to the server's "
+            "token (`normlab token` prints it on the server machine)"
+        )
+    if code == 422 and isinstance(detail, list):
+        return _spec_problems(detail)
+    if code >= 500:
+        return f"the API failed ({code}): {detail}; see the `normlab serve` log"
+    return f"{detail} ({code})"
+
+
+def _spec_problems(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Validation errors (the API's 422 detail, or pydantic's) as one line per field path; a heading that
+    says whether the spec or the request's options (a query value such as --reference) were refused."""
+    about_options = bool(errors) and all(
+        (error.get("loc") or [None])[0] in ("query", "path", "header") for error in errors
+    )
+    lines = ["the request's options are invalid:" if about_options else "the study spec is invalid:"]
+    for error in errors:
+        loc = ".".join(str(part) for part in error.get("loc", []) if part != "body") or "(spec)"
+        lines.append(f"  {loc}: {error.get('msg')}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- reusable steps
+
+
+def check_spec_text(spec_text: str, *, content_type: str = "application/yaml") -> None:
+    """Parse and validate a spec here as the API does (minus the server's size limits), so a spec the
+    API would refuse is reported, with the fix, before anything is sent."""
+    from pydantic import ValidationError
+
+    from service.api.routes.spec_body import json_problems
+    from studies.spec import parse_spec_text, validate_spec_data
+
+    unsent = "nothing was sent: fix the file and submit it again"
+    try:
+        data = parse_spec_text(spec_text, content_type)
+    except (ValueError, TypeError, RecursionError) as exc:  # SpecFormatError is a ValueError
+        raise CliError(f"{exc}\n({unsent})") from exc
+    problems: Sequence[Mapping[str, Any]] = json_problems(data)
+    if not problems:
+        try:
+            validate_spec_data(data)
+            return
+        except ValidationError as exc:
+            problems = exc.errors(include_url=False)
+    raise CliError(f"{_spec_problems(problems)}\n({unsent})")
+
+
+def submit_spec_text(
+    api_url: str, api_token: str | None, spec_text: str, *, content_type: str = "application/yaml"
+) -> dict[str, Any]:
+    """POST a spec; returns the stored study (id, status, progress, ...)."""
+    with ApiClient(api_url, api_token) as api:
+        return api.json(
+            "POST", "/studies", content=spec_text.encode("utf-8"), headers={"Content-Type": content_type}
+        )
+
+
+def follow_study(api_url: str, study_id: str, *, poll_s: float = 2.0) -> dict[str, Any]:
+    """Show a progress bar until the study finishes; returns its final state."""
+    with (
+        ApiClient(api_url) as api,
+        Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("trials"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress,
+    ):
+        study = api.json("GET", f"/studies/{study_id}")
+        task = progress.add_task(_progress_label(study), total=study["progress"]["planned"] or None)
+        while True:
+            progress.update(task, description=_progress_label(study), completed=study["progress"]["done"])
+            if study["status"] in TERMINAL:
+                return study
+            time.sleep(poll_s)
+            study = api.json("GET", f"/studies/{study_id}")
+
+
+def _progress_label(study: dict[str, Any]) -> str:
+    p = study["progress"]
+    failed = f", {p['failed']} failed" if p["failed"] else ""
+    return f"{study['name']} ({study['status']}{failed})"
+
+
+def print_results(
+    api_url: str,
+    dataset: str,
+    *,
+    study_id: str | None = None,
+    fmt: str = "table",
+    reference: str | None = None,
+) -> None:
+    """Print the results table: `table` shows the API's markdown rendering laid out for the terminal (the
+    one rendering of the table, warnings and per-seed values included); json / csv / md / html as is."""
+    params: dict[str, str] = {"format": "md" if fmt == "table" else fmt}
+    if study_id:
+        params["study"] = study_id
+    if reference:
+        params["reference"] = reference
+    with ApiClient(api_url) as api:
+        response = api.request("GET", f"/results/{dataset}", params=params)
+    if fmt == "table":
+        console.print(Markdown(response.text))
+    else:
+        console.print(response.text, markup=False, highlight=False, soft_wrap=True)
+
+
+def fetch_report(api_url: str, study_id: str, *, fmt: str = "md", claim: str | None = None) -> str:
+    """A study's report (GET /studies/{id}/report) as md, html or json text; `claim` judges it against
+    another claim the study serves."""
+    params = {"format": fmt} | ({"claim": claim} if claim else {})
+    with ApiClient(api_url) as api:
+        return api.request("GET", f"/studies/{study_id}/report", params=params).text

@@ -1,0 +1,285 @@
+"""The `normlab` command line: start the stack, submit studies, follow them, print results.
+
+The API address and token come from the settings (NORMLAB_API_URL, NORMLAB_API_TOKEN) or, for the token,
+the file `normlab serve` writes into the data dir. Every failure prints what to do about it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from service.auth import read_api_token
+from service.cli.client import (
+    _FORMATS,
+    ApiClient,
+    CliError,
+    check_spec_text,
+    console,
+    err_console,
+    fetch_report,
+    follow_study,
+    make_http_client,
+    print_results,
+    submit_spec_text,
+)
+from service.settings import Settings
+
+__all__ = [
+    "ApiClient",
+    "CliError",
+    "app",
+    "check_spec_text",
+    "fetch_report",
+    "follow_study",
+    "make_http_client",
+    "print_results",
+    "submit_spec_text",
+]
+
+app = typer.Typer(
+    name="normlab",
+    help="NormLab: sweep and compare normalization methods on Ray, with seed-wise statistics.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+# ---------------------------------------------------------------------------------------- commands
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+def _client_token(settings: Settings) -> str | None:
+    return read_api_token(settings)
+
+
+def _fail(error: CliError) -> typer.Exit:
+    # Escaped: messages quote logs and URLs, whose brackets are no markup.
+    err_console.print(f"[red]error:[/] {escape(str(error))}", markup=True, highlight=False)
+    return typer.Exit(code=1)
+
+
+@app.command()
+def serve(
+    demo: bool = typer.Option(False, "--demo", help="also submit the quick example and print its results"),
+    api_only: bool = typer.Option(
+        False,
+        "--api-only",
+        help="start only the API, on the MLflow server and Ray cluster already running at "
+        "MLFLOW_TRACKING_URI and RAY_ADDRESS (or the local stack's ports); fail if they do not answer",
+    ),
+):
+    """Start MLflow, a local Ray head and the API; Ctrl-C stops what it started.
+
+    An MLflow server or Ray head already answering at the configured ports is attached to (and left
+    running) instead of started; RAY_ADDRESS points at a cluster elsewhere.
+    """
+    from service.stack.launcher import serve as run_stack  # heavy (Ray, uvicorn): imported only to serve
+    from service.stack.probe import StackUnavailableError
+    from service.stack.processes import ProcessStartError
+
+    try:
+        run_stack(_settings(), demo=demo, api_only=api_only)
+    except (StackUnavailableError, ProcessStartError) as error:
+        raise _fail(CliError(str(error))) from None
+
+
+@app.command()
+def submit(
+    spec: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="a .yaml or .json StudySpec"
+    ),
+    wait: bool = typer.Option(
+        False, "--wait", help="follow the study with a progress bar, then print results"
+    ),
+    poll: float = typer.Option(2.0, help="seconds between progress polls"),
+) -> None:
+    """Submit a study spec, checked here first as the API would; prints its id (--wait: the results)."""
+    settings = _settings()
+    content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
+    spec_text = spec.read_text(encoding="utf-8")
+    token = _client_token(settings)
+    try:
+        check_spec_text(spec_text, content_type=content_type)
+        if token is None:
+            raise CliError(
+                f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
+                f"(it writes {settings.api_token_path})"
+            )
+        study = submit_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
+        console.print(
+            f"submitted [bold]{study['name']}[/] as study [bold cyan]{study['id']}[/] "
+            f"({study['progress']['planned']} trials planned, status {study['status']})"
+        )
+        if not wait:
+            console.print(f"follow it with `normlab status {study['id']}`")
+            return
+        try:
+            final = follow_study(str(settings.api_url), study["id"], poll_s=poll)
+        except KeyboardInterrupt:
+            console.print(
+                f"stopped watching; the study keeps running (`normlab status {study['id']}`, "
+                f"`normlab cancel {study['id']}`)"
+            )
+            raise typer.Exit(code=130) from None
+        _print_outcome(final)
+        if final["status"] == "succeeded":
+            print_results(str(settings.api_url), final["dataset"], study_id=final["id"])
+        else:
+            raise typer.Exit(code=1)
+    except CliError as error:
+        raise _fail(error) from None
+
+
+def _print_outcome(study: dict[str, Any]) -> None:
+    colour = {"succeeded": "green", "failed": "red", "cancelled": "yellow"}.get(study["status"], "white")
+    console.print(f"study {study['id']} [{colour}]{study['status']}[/]")
+    if study.get("error"):
+        console.print(study["error"], markup=False, highlight=False)
+
+
+@app.command()
+def status(study_id: str = typer.Argument(..., help="the study id `submit` printed")) -> None:
+    """Show a study's status and progress."""
+    settings = _settings()
+    try:
+        with ApiClient(str(settings.api_url)) as api:
+            study = api.json("GET", f"/studies/{study_id}")
+    except CliError as error:
+        raise _fail(error) from None
+    p = study["progress"]
+    table = Table(show_header=False, box=None)
+    table.add_row("study", f"{study['name']} ({study['id']})")
+    table.add_row("dataset", f"{study['dataset']} ({study['kind']})")
+    table.add_row("status", study["status"])
+    table.add_row(
+        "trials",
+        f"{p['done']}/{p['planned']} done ({p['succeeded']} succeeded, {p['failed']} failed, "
+        f"{p['cancelled']} cancelled), {p['running']} running",
+    )
+    if study.get("ray_job_id"):
+        table.add_row("ray job", study["ray_job_id"])
+    if study["links"].get("mlflow"):  # the experiment in the UI's training view
+        table.add_row("mlflow", study["links"]["mlflow"])
+    elif study.get("mlflow_experiment_id"):  # a tracking URI with no UI (a file store)
+        table.add_row("mlflow experiment", study["mlflow_experiment_id"])
+    if study.get("error"):
+        table.add_row("error", study["error"])
+    console.print(table)
+
+
+@app.command()
+def results(
+    dataset: str = typer.Argument(..., help="dataset name, e.g. digits"),
+    format: str = typer.Option("table", "--format", "-f", help="table | json | csv | md | html"),
+    study: str | None = typer.Option(None, "--study", help="study id(s), comma-separated, or `all`"),
+    reference: str | None = typer.Option(None, "--reference", help="reference method (default: the study's)"),
+) -> None:
+    """Print the results table of a dataset (confidence intervals, paired tests vs the reference)."""
+    if format not in _FORMATS:
+        raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_FORMATS)}"))
+    settings = _settings()
+    try:
+        print_results(str(settings.api_url), dataset, study_id=study, fmt=format, reference=reference)
+    except CliError as error:
+        raise _fail(error) from None
+
+
+_REPORT_FORMATS = ("md", "html", "json")
+
+
+@app.command()
+def report(
+    study_id: str = typer.Argument(..., help="the study id `submit` printed"),
+    format: str = typer.Option("md", "--format", "-f", help="md | html | json"),
+    output: Path | None = typer.Option(None, "--output", "-o", dir_okay=False, help="write it to this file"),
+) -> None:
+    """A study's report: the paper claim it tests, paper vs measured, verdict, figures, provenance."""
+    if format not in _REPORT_FORMATS:
+        raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_REPORT_FORMATS)}"))
+    settings = _settings()
+    try:
+        text = fetch_report(str(settings.api_url), study_id, fmt=format)
+    except CliError as error:
+        raise _fail(error) from None
+    if output is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+        raise _fail(CliError(f"cannot write {output}: {problem}; choose another --output")) from None
+    console.print(f"wrote the {format} report of study {study_id} to {output}")
+
+
+@app.command()
+def cancel(study_id: str = typer.Argument(..., help="the study id to cancel")) -> None:
+    """Cancel a study: a queued one at once, a running one by stopping its Ray job."""
+    settings = _settings()
+    try:
+        token = _client_token(settings)
+        if token is None:
+            raise CliError(
+                "no API token: set NORMLAB_API_TOKEN to the server's token (`normlab token` prints it on "
+                "the server machine)"
+            )
+        with ApiClient(str(settings.api_url), token) as api:
+            study = api.json("POST", f"/studies/{study_id}/cancel")
+    except CliError as error:
+        raise _fail(error) from None
+    _print_outcome(study)
+
+
+@app.command()
+def studies(
+    status_filter: str | None = typer.Option(None, "--status", help="queued | running | succeeded | ..."),
+    dataset: str | None = typer.Option(None, "--dataset"),
+) -> None:
+    """List studies, newest first."""
+    settings = _settings()
+    params = {k: v for k, v in {"status": status_filter, "dataset": dataset}.items() if v}
+    try:
+        with ApiClient(str(settings.api_url)) as api:
+            listed = api.json("GET", "/studies", params=params)
+    except CliError as error:
+        raise _fail(error) from None
+    table = Table("id", "name", "dataset", "status", "trials", "created")
+    for study in listed:
+        p = study["progress"]
+        table.add_row(
+            study["id"],
+            study["name"],
+            study["dataset"],
+            study["status"],
+            f"{p['done']}/{p['planned']}",
+            study["created_at"],
+        )
+    console.print(table)
+
+
+@app.command()
+def token() -> None:
+    """Print the API token (NORMLAB_API_TOKEN, or the one the server stored in the data dir)."""
+    settings = _settings()
+    found = read_api_token(settings)
+    if found is None:
+        # Never create one here: a token made on a client machine is one no server accepts.
+        raise _fail(
+            CliError(
+                f"no API token: NORMLAB_API_TOKEN is not set and {settings.api_token_path} does not exist. "
+                "The server creates the token when it starts (`make run` says where it keeps it); on the "
+                "server machine run `normlab token`, and set NORMLAB_API_TOKEN here to what it prints"
+            )
+        )
+    print(found)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,8 +1,0 @@
-"""One router per resource."""
-
-from service.routes.health import router as health_router
-from service.routes.reports import router as reports_router
-from service.routes.results import router as results_router
-from service.routes.studies import router as studies_router
-
-__all__ = ["health_router", "reports_router", "results_router", "studies_router"]

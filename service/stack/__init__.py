@@ -1,0 +1,2 @@
+"""`normlab serve`: the embedded stack on one machine (MLflow, a Ray head, the API), its child processes,
+signals and private files."""

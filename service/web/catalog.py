@@ -1,0 +1,118 @@
+"""The catalog page's data: every claim of studies.catalog with its latest verdict at each size (tier).
+
+scripts/run_catalog.py runs a tier against a server and leaves, per claim, the study's report as
+`<claim>.json` (with `.md` and `.html`) in the tier's folder of the reports folder: `reports/` for cpu,
+`reports/smoke/` for smoke (its docstring), `reports/paper/` for the paper size. The latest verdict of a
+claim at a tier is the one in that file; where there is none the claim was not run at that tier, or the
+catalog has no study for it at that size (the claim's `no_spec` says why). Nothing here imports FastAPI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
+
+__all__ = [
+    "DEFAULT_REPORTS_DIR",
+    "NOT_RUN",
+    "NO_STUDY",
+    "TIER_FOLDERS",
+    "ClaimVerdicts",
+    "TierVerdict",
+    "catalog_verdicts",
+    "stored_report",
+]
+
+# The source tree's reports/, where scripts/run_catalog.py writes by default. An installed package (the
+# Docker image) has none: every claim then reads "not run", which is true of that deployment.
+DEFAULT_REPORTS_DIR = Path(__file__).resolve().parents[2] / "reports"
+TIER_FOLDERS: dict[str, str] = {"smoke": "smoke", "cpu": ".", "paper": "paper"}
+NOT_RUN = "not run"
+NO_STUDY = "no study"
+
+
+@dataclass(frozen=True)
+class TierVerdict:
+    tier: str  # smoke | cpu | paper (studies.catalog.SIZES)
+    verdict: str  # the report's (supported, contradicted, inconclusive, not tested), NOT_RUN or NO_STUDY
+    reason: str | None  # why not tested, or why the catalog has no study at this size
+    study_id: str | None  # the study the report judged (on the server that ran the tier)
+    generated_at: str | None  # when the report was written (ISO 8601)
+    report_url: str | None  # the stored HTML report, served by the catalog page's route
+
+    @property
+    def css(self) -> str:
+        """The verdict's colour class, as the report pages name them (`not tested` -> `not-tested`)."""
+        return {NOT_RUN: "none", NO_STUDY: "not-tested"}.get(self.verdict, self.verdict.replace(" ", "-"))
+
+
+@dataclass(frozen=True)
+class ClaimVerdicts:
+    id: str
+    title: str
+    paper: str
+    statement: str
+    shares_study_with: str | None
+    verdicts: tuple[TierVerdict, ...]  # in SIZES order
+
+
+def catalog_verdicts(reports_dir: Path) -> list[ClaimVerdicts]:
+    """Every catalog claim, in catalog order, with its verdict at every tier."""
+    rows = []
+    for claim_id in claim_ids():
+        claim = get_claim(claim_id)
+        rows.append(
+            ClaimVerdicts(
+                id=claim_id,
+                title=claim.title,
+                paper=PAPERS[claim.paper],
+                statement=claim.statement,
+                shares_study_with=claim.shares_study_with,
+                verdicts=tuple(_tier_verdict(reports_dir, claim_id, tier) for tier in SIZES),
+            )
+        )
+    return rows
+
+
+def stored_report(reports_dir: Path, tier: str, claim_id: str, fmt: str) -> Path | None:
+    """The report file run_catalog.py left for the claim at the tier, or None. Only known tiers and
+    claims are looked up, so no request can name a path of its own choosing."""
+    if tier not in TIER_FOLDERS or claim_id not in claim_ids() or fmt not in ("html", "json", "md"):
+        return None
+    path = reports_dir / TIER_FOLDERS[tier] / f"{claim_id}.{fmt}"
+    return path if path.is_file() else None
+
+
+def _tier_verdict(reports_dir: Path, claim_id: str, tier: str) -> TierVerdict:
+    stored = stored_report(reports_dir, tier, claim_id, "json")
+    report = _read(stored) if stored is not None else None
+    if report is None:
+        if not spec_path(claim_id, tier).exists():
+            reason = get_claim(study_claim(claim_id)).no_spec.get(tier) or f"no {tier} study in the catalog"
+            return TierVerdict(tier, NO_STUDY, reason, None, None, None)
+        return TierVerdict(tier, NOT_RUN, None, None, None, None)
+    result = report.get("result") or {}
+    provenance = report.get("provenance") or {}
+    html = stored_report(reports_dir, tier, claim_id, "html")
+    return TierVerdict(
+        tier=tier,
+        verdict=str(report.get("verdict") or "–"),
+        reason=result.get("reason") if isinstance(result, dict) else None,
+        study_id=report.get("study_id"),
+        generated_at=provenance.get("generated_at") if isinstance(provenance, dict) else None,
+        report_url=f"/catalog/reports/{tier}/{claim_id}" if html is not None else None,
+    )
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The stored report, or None where it cannot be read (a half-written or hand-edited file must not
+    take the page down)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

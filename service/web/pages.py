@@ -1,0 +1,152 @@
+"""The pages: `/` (studies, newest first), `/studies/{id}` for a browser, `/catalog` (claims and verdicts).
+
+Thin routes, as the API's: one read-only unit of work at the database gate, the views (and the figures,
+CPU work) built in a worker thread, a template rendered. `/studies/{id}` is shared with the JSON API: the
+page route matches only requests that prefer HTML (negotiation.HtmlRoute), so every other client gets the
+JSON route's answer, unchanged. The pages refresh themselves from the JSON API (their inline script polls
+it); the study page also polls `/ui/studies/{id}/sections`, the part of it below its head (links,
+attempts, trials, curves) as an HTML fragment, so every link stays built on the server.
+None of these routes is part of the API's OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, Response
+from sqlalchemy.orm import Session
+
+from service.api.deps import DatabaseDep, SettingsDep
+from service.api.load_shedding import DatabaseGate
+from service.api.routes.text import StorableText
+from service.settings import Settings
+from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
+from service.web.negotiation import HtmlRoute
+from service.web.rendering import render
+from service.web.views import StudyPage, study_card, study_page
+from studies.catalog import SIZES
+from studies.store import (
+    StudyNotFoundError,
+    StudyStatus,
+    StudyView,
+    TrialView,
+    get_study,
+    list_studies,
+    list_trials,
+    study_histories,
+)
+
+__all__ = ["router"]
+
+HOME_LIMIT = 100  # studies on the home page (and in each of its polls of GET /studies)
+POLL_INTERVAL_MS = 2000  # how often a page with a queued or running study asks the API again
+
+
+async def reports_dir() -> Path:
+    """Where scripts/run_catalog.py left the catalog's reports (a test overrides this dependency)."""
+    return DEFAULT_REPORTS_DIR
+
+
+ReportsDirDep = Annotated[Path, Depends(reports_dir)]
+
+_negotiated = APIRouter(route_class=HtmlRoute, include_in_schema=False)
+_pages = APIRouter(include_in_schema=False)
+
+
+@_pages.get("/", name="home_page")
+async def home_page(request: Request, database: DatabaseDep, settings: SettingsDep) -> Response:
+    studies = await database.read(partial(list_studies, limit=HOME_LIMIT))
+    cards = [
+        study_card(
+            s,
+            mlflow_tracking_uri=settings.mlflow_ui_url,
+            ray_dashboard_url=settings.ray_ui_base,
+            # The home page reads no trials: a study that succeeded has its final-phase (or grid) table.
+            has_results=s.status == StudyStatus.SUCCEEDED,
+        )
+        for s in studies
+    ]
+    return render(
+        request,
+        "home.html",
+        {"studies": cards, "limit": HOME_LIMIT, "poll_ms": POLL_INTERVAL_MS},
+    )
+
+
+@_negotiated.get("/studies/{study_id}", name="study_page")
+async def study_page_route(
+    request: Request, study_id: StorableText, database: DatabaseDep, settings: SettingsDep
+) -> Response:
+    page = await _study_page(study_id, database, settings)
+    if page is None:
+        return _not_found(request, f"No study has the id {study_id!r}.")
+    return render(request, "study.html", {"page": page, "study": page.study, "poll_ms": POLL_INTERVAL_MS})
+
+
+@_pages.get("/ui/studies/{study_id}/sections", name="study_sections")
+async def study_sections(
+    request: Request, study_id: StorableText, database: DatabaseDep, settings: SettingsDep
+) -> Response:
+    """The study page below its head (links, attempts, trials, curves), which its script swaps in while
+    the study runs."""
+    page = await _study_page(study_id, database, settings)
+    if page is None:
+        return _not_found(request, f"No study has the id {study_id!r}.")
+    return render(request, "_study_sections.html", {"page": page, "study": page.study})
+
+
+@_pages.get("/catalog", name="catalog_page")
+async def catalog_page(request: Request, reports: ReportsDirDep) -> Response:
+    claims = await run_in_threadpool(catalog_verdicts, reports)  # reads a report file per claim and tier
+    return render(request, "catalog.html", {"claims": claims, "tiers": SIZES})
+
+
+@_pages.get("/catalog/reports/{tier}/{claim_id}", name="catalog_report")
+async def catalog_report(request: Request, tier: str, claim_id: str, reports: ReportsDirDep) -> Response:
+    """The HTML report scripts/run_catalog.py stored for the claim at the tier (self-contained, no scripts)."""
+    path = stored_report(reports, tier, claim_id, "html")
+    if path is None:
+        return _not_found(request, f"No {tier} report of claim {claim_id!r} is stored here.")
+    return FileResponse(path, media_type="text/html; charset=utf-8")
+
+
+async def _study_page(study_id: str, database: DatabaseGate, settings: Settings) -> StudyPage | None:
+    """The study's page data (None: no such study): the store read at the gate, the views and figures
+    built in a worker thread that holds no connection."""
+    try:
+        study, trials, histories = await database.read(partial(_study_data, study_id=study_id))
+    except StudyNotFoundError:
+        return None
+    return await run_in_threadpool(
+        partial(
+            study_page,
+            study,
+            trials,
+            histories,
+            mlflow_tracking_uri=settings.mlflow_ui_url,
+            ray_dashboard_url=settings.ray_ui_base,
+        )
+    )
+
+
+def _study_data(
+    session: Session, *, study_id: str
+) -> tuple[StudyView, list[TrialView], dict[str, list[dict[str, Any]]]]:
+    study = get_study(session, study_id=study_id)
+    trials = list_trials(session, study_id=study_id)
+    histories = study_histories(session, study_id=study_id) if trials else {}
+    return study, trials, histories
+
+
+def _not_found(request: Request, message: str) -> Response:
+    return render(request, "not_found.html", {"message": message}, status_code=404)
+
+
+router = APIRouter()
+# The negotiated routes first: a page route that does not match hands the request on to the next route.
+router.include_router(_negotiated)
+router.include_router(_pages)

@@ -1,0 +1,244 @@
+"""What the pages show, built from the store's value objects: frozen dataclasses the templates read.
+
+No FastAPI and no database here: the page routes read the store in one unit of work at the database gate
+and hand the views to these functions, which run in a worker thread (the figures are CPU work). Every link
+a page shows is built here, the MLflow ones by service.api.mlflow_links (the one builder, training view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import yaml
+from markupsafe import Markup
+
+from service.api.mlflow_links import mlflow_ui_url
+from studies.spec import DATASET_METRICS
+from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, TrialView
+from studies.store.results_evidence import RESULT_PHASES
+from studies.tables.render_curves_svg import EpochCurve, epoch_curves_svg
+
+__all__ = [
+    "AttemptRow",
+    "CurveFigure",
+    "StudyCard",
+    "StudyPage",
+    "TrialRow",
+    "curve_figures",
+    "ray_job_url",
+    "study_card",
+    "study_page",
+]
+
+_PHASE_ORDER = ("tune", "final", "grid")
+_LOSS = "train_loss"
+
+
+@dataclass(frozen=True)
+class StudyCard:
+    """A study as a row of the home page and the head of its own page."""
+
+    id: str
+    name: str
+    status: str
+    active: bool  # queued or running: the page keeps polling it
+    dataset: str
+    kind: str
+    methods: tuple[str, ...]
+    error: str | None
+    created_at: str | None  # ISO 8601, UTC (the JSON API's form; the template formats it)
+    started_at: str | None
+    finished_at: str | None
+    done: int
+    planned: int
+    running: int
+    percent: int  # done / planned, 0..100
+    page_url: str
+    report_url: str
+    results_url: str | None  # None until the study has final-phase or grid trials (the table 404s before)
+    mlflow_url: str | None  # the experiment in MLflow's training view; None before the driver made it
+    ray_job_id: str | None
+    ray_job_url: str | None
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    number: int
+    ray_job_id: str
+    ray_job_url: str
+    submitted_at: str
+    ended_at: str | None
+    death_reason: str | None
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    key: str  # the store's trial key (the JSON API's `trial_key`)
+    label: str  # the key without the study id in front: `final/dyt/seed0`
+    phase: str
+    method: str
+    group: str | None
+    seed: int | None
+    status: str
+    metric_value: float | None  # the phase's primary metric, once the trial finished
+    error: str | None
+    history_url: str
+    mlflow_url: str | None
+
+
+@dataclass(frozen=True)
+class CurveFigure:
+    caption: str
+    svg: Markup  # built by studies.tables.render_curves_svg, which escapes every text it draws
+
+
+@dataclass(frozen=True)
+class StudyPage:
+    study: StudyCard
+    spec_yaml: str
+    attempts: tuple[AttemptRow, ...]
+    trials: tuple[TrialRow, ...]
+    figures: tuple[CurveFigure, ...]
+
+
+def ray_job_url(dashboard_url: str, job_id: str) -> str:
+    """A Ray job's page in the Ray dashboard, which routes in the URL's fragment (a hash router)."""
+    return f"{dashboard_url.rstrip('/')}/#/jobs/{quote(job_id, safe='')}"
+
+
+def results_url(dataset: str, study_id: str) -> str:
+    return f"/results/{quote(dataset, safe='')}?{urlencode({'study': study_id, 'format': 'html'})}"
+
+
+def study_card(
+    study: StudyView, *, mlflow_tracking_uri: str | None, ray_dashboard_url: str, has_results: bool
+) -> StudyCard:
+    """`has_results`: whether /results has a table for the study (it has final-phase or grid trials)."""
+    progress = study.progress
+    experiment = study.mlflow_experiment_id
+    page_url = f"/studies/{quote(study.id, safe='')}"
+    methods = study.spec.get("methods")
+    return StudyCard(
+        id=study.id,
+        name=study.name,
+        status=study.status,
+        active=StudyStatus(study.status) not in TERMINAL_STATUSES,
+        dataset=study.dataset,
+        kind=study.kind,
+        methods=tuple(str(m) for m in methods) if isinstance(methods, list) else (),
+        error=study.error,
+        created_at=_iso(study.created_at),
+        started_at=_iso(study.started_at),
+        finished_at=_iso(study.finished_at),
+        done=progress.done,
+        planned=progress.planned,
+        running=progress.running,
+        percent=round(100 * progress.fraction),
+        page_url=page_url,
+        report_url=f"{page_url}/report?format=html",
+        results_url=results_url(study.dataset, study.id) if has_results else None,
+        mlflow_url=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment)
+        if mlflow_tracking_uri and experiment
+        else None,
+        ray_job_id=study.ray_job_id,
+        ray_job_url=ray_job_url(ray_dashboard_url, study.ray_job_id) if study.ray_job_id else None,
+    )
+
+
+def study_page(
+    study: StudyView,
+    trials: Sequence[TrialView],
+    histories: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    mlflow_tracking_uri: str | None,
+    ray_dashboard_url: str,
+) -> StudyPage:
+    has_results = any(trial.phase in RESULT_PHASES for trial in trials)
+    return StudyPage(
+        study=study_card(
+            study,
+            mlflow_tracking_uri=mlflow_tracking_uri,
+            ray_dashboard_url=ray_dashboard_url,
+            has_results=has_results,
+        ),
+        spec_yaml=yaml.safe_dump(dict(study.spec), sort_keys=False),
+        attempts=tuple(_attempt_row(a, ray_dashboard_url) for a in study.attempts),
+        trials=tuple(_trial_row(study, t, mlflow_tracking_uri) for t in trials),
+        figures=tuple(curve_figures(study, trials, histories)),
+    )
+
+
+def curve_figures(
+    study: StudyView, trials: Sequence[TrialView], histories: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[CurveFigure]:
+    """Per phase, the validation metric and the training loss per epoch, one line per trial; a figure
+    only where some trial reported that metric."""
+    figures = []
+    primary = DATASET_METRICS.get(study.dataset, ("", True))[0]
+    metrics = [f"val_{primary}", _LOSS] if primary else [_LOSS]
+    for phase in _PHASE_ORDER:
+        in_phase = [t for t in trials if t.phase == phase and histories.get(t.trial_key)]
+        for metric in metrics:
+            curves = [
+                EpochCurve(
+                    label=_label(study, trial),
+                    group=trial.method,
+                    points=tuple((int(row["epoch"]), row.get(metric)) for row in histories[trial.trial_key]),
+                    finished=trial.status != "running",
+                )
+                for trial in in_phase
+            ]
+            if any(value is not None for curve in curves for _, value in curve.points):
+                title = f"{phase} phase: {metric} per epoch"
+                figures.append(
+                    CurveFigure(
+                        caption=f"{title}, one line per trial, coloured by method",
+                        svg=Markup(epoch_curves_svg(curves, metric=metric, title=title)),
+                    )
+                )
+    return figures
+
+
+def _attempt_row(attempt: AttemptView, ray_dashboard_url: str) -> AttemptRow:
+    return AttemptRow(
+        number=attempt.number,
+        ray_job_id=attempt.ray_job_id,
+        ray_job_url=ray_job_url(ray_dashboard_url, attempt.ray_job_id),
+        submitted_at=_iso(attempt.submitted_at) or "",
+        ended_at=_iso(attempt.ended_at),
+        death_reason=attempt.death_reason,
+        interrupted=attempt.interrupted,
+    )
+
+
+def _trial_row(study: StudyView, trial: TrialView, mlflow_tracking_uri: str | None) -> TrialRow:
+    experiment = study.mlflow_experiment_id
+    run = trial.mlflow_run_id
+    return TrialRow(
+        key=trial.trial_key,
+        label=_label(study, trial),
+        phase=trial.phase,
+        method=trial.method,
+        group=trial.group,
+        seed=trial.seed,
+        status=trial.status,
+        metric_value=trial.metric_value,
+        error=trial.error,
+        # The key holds slashes, which the history route takes as part of the path.
+        history_url=f"/studies/{quote(study.id, safe='')}/trials/{quote(trial.trial_key, safe='/')}/history",
+        mlflow_url=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment, run_id=run)
+        if mlflow_tracking_uri and experiment and run
+        else None,
+    )
+
+
+def _label(study: StudyView, trial: TrialView) -> str:
+    return trial.trial_key.removeprefix(f"{study.id}/")
+
+
+def _iso(moment: Any) -> str | None:
+    return None if moment is None else moment.isoformat()

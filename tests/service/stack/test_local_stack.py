@@ -1,0 +1,183 @@
+"""The embedded stack as `normlab serve` starts it (service.stack.launcher.local_stack): a Ray head whose every
+server listens on loopback only, that runs jobs, and that a second `normlab serve` (or `--api-only`)
+attaches to instead of starting another."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import random
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from pydantic import SecretStr
+from rich.console import Console
+
+from service.settings import Settings
+from service.stack.launcher import LocalStack, Origin, local_stack, startup_banner
+from service.stack.probe import StackUnavailableError
+from service.stack.processes import free_port, http_ok, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def stack_settings(tmp_path_factory) -> Iterator[Settings]:
+    ray_temp = Path("/tmp") / f"nl-stack-{uuid.uuid4().hex[:6]}"  # unix socket paths stay short
+    worker_base = random.randint(20000, 31000)  # below the ephemeral range free_port() draws from
+    yield Settings(
+        _env_file=None,
+        data_dir=tmp_path_factory.mktemp("stack"),
+        database_url=None,
+        mlflow_tracking_uri=None,
+        ray_address=None,
+        api_token="stack-test-token",
+        ray_auth_token=None,
+        mlflow_port=free_port(),
+        ray_gcs_port=free_port(),
+        ray_dashboard_port=free_port(),
+        ray_dashboard_agent_listen_port=free_port(),
+        ray_client_server_port=free_port(),
+        ray_min_worker_port=worker_base,
+        ray_max_worker_port=worker_base + 200,
+        ray_num_cpus=1,
+        ray_temp_dir=ray_temp,
+    )
+    shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def stack(stack_settings: Settings) -> Iterator[LocalStack]:
+    """What `normlab serve` starts on a machine where nothing runs yet: MLflow and a Ray head."""
+    with local_stack(stack_settings) as started:
+        yield started
+
+
+def _is_loopback(host: str) -> bool:
+    address = ipaddress.ip_address(host)
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, as a dual-stack socket shows it
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _head_processes(stack: LocalStack) -> list[psutil.Process]:
+    head = next(p for p in stack.processes if p.name == "ray-head")
+    assert head._popen is not None
+    root = psutil.Process(head._popen.pid)
+    return [root, *root.children(recursive=True)]
+
+
+def _listening(processes: list[psutil.Process]) -> list[tuple[str, int, str]]:
+    """(address, port, process) of every listening TCP socket the processes hold."""
+    names = {}
+    for process in processes:
+        try:
+            names[process.pid] = process.name()
+        except psutil.NoSuchProcess:
+            continue
+    return [
+        (conn.laddr.ip, conn.laddr.port, names[conn.pid])
+        for conn in psutil.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN and conn.pid in names
+    ]
+
+
+def test_the_first_serve_starts_mlflow_the_ray_head_and_a_warm_driver_server(stack):
+    assert [p.name for p in stack.processes] == ["mlflow", "ray-head", "warm-drivers"]
+    assert (stack.mlflow, stack.ray) == (Origin.STARTED, Origin.STARTED)
+
+
+def test_the_jobs_of_the_head_it_started_are_told_where_the_warm_driver_server_listens(stack):
+    socket_path = Path(stack.dispatcher.driver_env["NORMLAB_WARM_DRIVER_SOCKET"])
+    assert socket_path.is_socket()
+    assert socket_path.stat().st_mode & 0o777 == 0o600  # a client chooses a driver's environment
+
+
+def test_mlflow_runs_without_its_job_runner_and_huey_consumers(stack):
+    # `mlflow server` starts its job runner before its server answers (and the runner its huey consumers
+    # soon after): by now, with job execution on, the runner would be among its children.
+    mlflow = next(p for p in stack.processes if p.name == "mlflow")
+    assert mlflow._popen is not None
+    root = psutil.Process(mlflow._popen.pid)
+    commands = []
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            commands.append(" ".join(process.cmdline()))
+    assert any("mlflow" in command and "server" in command for command in commands), commands
+    job_execution = [c for c in commands if "huey" in c or "mlflow.server.jobs" in c]
+    assert not job_execution, job_execution
+
+
+def test_a_job_runs_on_the_loopback_head(stack, stack_settings):
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(
+        stack_settings.ray_dashboard_url, headers={"Authorization": f"Bearer {stack.ray_token}"}
+    )
+    job = client.submit_job(
+        entrypoint="python -c \"import ray; ray.init(); print('answer', ray.get(ray.remote(lambda: 41).remote()) + 1)\""
+    )
+    finished = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
+    assert wait_until(lambda: client.get_job_status(job) in finished, timeout=180, interval=1)
+    logs = client.get_job_logs(job)
+    assert client.get_job_status(job) == JobStatus.SUCCEEDED, logs
+    assert "answer 42" in logs
+
+
+def test_every_server_of_the_embedded_ray_head_listens_on_loopback_only(stack, stack_settings):
+    expected_ports = {
+        stack_settings.ray_gcs_port,
+        stack_settings.ray_dashboard_port,
+        stack_settings.ray_dashboard_agent_listen_port,
+        stack_settings.ray_client_server_port,
+    }
+    # The agents and the client server come up after `ray start` reports the head started.
+    assert wait_until(
+        lambda: expected_ports <= {port for _, port, _ in _listening(_head_processes(stack))}, timeout=90
+    ), _listening(_head_processes(stack))
+    time.sleep(2)  # the servers started beside the agents (metrics, runtime env) are up by now
+    listening = _listening(_head_processes(stack))
+    exposed = [entry for entry in listening if not _is_loopback(entry[0])]
+    assert exposed == [], f"listening beyond loopback: {exposed}"
+    assert len(listening) >= len(expected_ports)
+
+
+def test_a_second_serve_attaches_to_the_running_mlflow_and_ray_and_leaves_them_running(stack, stack_settings):
+    with local_stack(stack_settings) as second:
+        assert second.processes == []  # nothing started, so nothing to stop
+        # Its jobs may run on another machine's head: they import their drivers themselves.
+        assert "NORMLAB_WARM_DRIVER_SOCKET" not in second.dispatcher.driver_env
+        assert (second.mlflow, second.ray) == (Origin.ATTACHED, Origin.ATTACHED)
+        console = Console(record=True, width=200)
+        console.print(startup_banner(stack_settings, mlflow=second.mlflow, ray=second.ray))
+        assert console.export_text().count("attached: it was already running") == 2
+    assert http_ok(f"{stack_settings.mlflow_tracking_uri}/health")
+    assert http_ok(
+        f"{stack_settings.ray_dashboard_url}/api/version",
+        headers={"Authorization": f"Bearer {stack.ray_token}"},
+    )
+
+
+def test_api_only_uses_the_running_mlflow_and_ray_and_starts_nothing(stack, stack_settings):
+    with local_stack(stack_settings, api_only=True) as api_only:
+        assert api_only.processes == []
+        assert (api_only.mlflow, api_only.ray) == (Origin.ATTACHED, Origin.ATTACHED)
+        assert api_only.dispatcher.dashboard_url == stack_settings.ray_dashboard_url
+
+
+def test_a_running_head_that_refuses_the_token_is_not_replaced_and_the_error_names_the_fix(
+    stack, stack_settings
+):
+    other = stack_settings.model_copy(update={"ray_auth_token": SecretStr("not-the-cluster-token")})
+    for api_only in (False, True):
+        with (
+            pytest.raises(StackUnavailableError, match="NORMLAB_RAY_AUTH_TOKEN") as refused,
+            local_stack(other, api_only=api_only),
+        ):
+            pass
+        assert "not-the-cluster-token" not in str(refused.value)
+        assert stack_settings.ray_dashboard_url in str(refused.value)

@@ -1,0 +1,118 @@
+"""The catalog page: every claim of studies.catalog with its latest verdict per size, read from the
+reports scripts/run_catalog.py leaves (reports/ for cpu, reports/smoke/, reports/paper/); `not run` where
+a size has no report, `no study` where the catalog has no study of that size; the stored HTML reports
+served behind it, and nothing else from the folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.web.catalog import NO_STUDY, NOT_RUN, catalog_verdicts
+from service.web.pages import reports_dir
+from studies.catalog import SIZES, claim_ids, get_claim
+
+HTML = {"Accept": "text/html"}
+CLAIM = "california_housing_no_gain"
+NO_CPU_STUDY = "cifar100_autonorm_s_beats_frozen_ln"  # no offline 100-class dataset: no cpu spec
+
+
+def _report(folder: Path, claim: str, verdict: str, *, reason: str | None = None, html: bool = True) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {
+        "study_id": "abc123",
+        "verdict": verdict,
+        "result": {"verdict": verdict, "reason": reason},
+        "provenance": {"generated_at": "2026-12-03T18:38:44+00:00"},
+    }
+    (folder / f"{claim}.json").write_text(json.dumps(report), encoding="utf-8")
+    if html:
+        (folder / f"{claim}.html").write_text(f"<h1>{claim} report</h1>", encoding="utf-8")
+
+
+@pytest.fixture
+def reports(tmp_path: Path, app) -> Path:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    app.dependency_overrides[reports_dir] = lambda: folder
+    return folder
+
+
+def test_every_claim_has_a_verdict_per_size_not_run_where_no_report_was_written(tmp_path):
+    rows = catalog_verdicts(tmp_path)
+    assert [row.id for row in rows] == list(claim_ids())
+    for row in rows:
+        assert [v.tier for v in row.verdicts] == list(SIZES)
+        assert {v.verdict for v in row.verdicts} <= {NOT_RUN, NO_STUDY}
+
+
+def test_a_size_the_catalog_has_no_study_for_says_why():
+    row = next(r for r in catalog_verdicts(Path("/nonexistent")) if r.id == NO_CPU_STUDY)
+    cpu = next(v for v in row.verdicts if v.tier == "cpu")
+    assert cpu.verdict == NO_STUDY
+    assert cpu.reason == get_claim(NO_CPU_STUDY).no_spec["cpu"]
+
+
+def test_the_verdicts_come_from_each_sizes_folder(tmp_path):
+    _report(tmp_path, CLAIM, "supported")  # cpu: the folder itself
+    _report(tmp_path / "smoke", CLAIM, "not tested", reason="reference did not converge")
+    row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
+    smoke, cpu, paper = row.verdicts
+    assert (cpu.verdict, cpu.study_id, cpu.report_url) == (
+        "supported",
+        "abc123",
+        f"/catalog/reports/cpu/{CLAIM}",
+    )
+    assert (smoke.verdict, smoke.reason, smoke.css) == (
+        "not tested",
+        "reference did not converge",
+        "not-tested",
+    )
+    assert paper.verdict == NOT_RUN
+
+
+def test_an_unreadable_report_counts_as_not_run(tmp_path):
+    (tmp_path / f"{CLAIM}.json").write_text("{ half written", encoding="utf-8")
+    row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
+    assert row.verdicts[1].verdict == NOT_RUN
+
+
+def test_the_catalog_page_shows_each_claims_verdicts_and_links_the_stored_reports(client, reports):
+    _report(reports, CLAIM, "supported")
+    page = client.get("/catalog", headers=HTML)
+    assert page.status_code == 200
+    text = page.text
+    assert text.count('<tr class="claim"') == len(claim_ids())
+    assert '<td class="wrap" data-tier="cpu" data-verdict="supported">' in text
+    assert f'href="/catalog/reports/cpu/{CLAIM}"' in text
+    assert 'data-verdict="not run"' in text
+    stored = client.get(f"/catalog/reports/cpu/{CLAIM}")
+    assert stored.status_code == 200
+    assert stored.headers["content-type"].startswith("text/html")
+    assert f"<h1>{CLAIM} report</h1>" in stored.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/catalog/reports/smoke/{CLAIM}",  # no report of that size
+        "/catalog/reports/huge/california_housing_no_gain",  # no such size
+        "/catalog/reports/cpu/no_such_claim",
+        "/catalog/reports/cpu/..%2F..%2Fetc%2Fpasswd",
+    ],
+)
+def test_nothing_but_a_stored_report_of_a_known_claim_and_size_is_served(client, reports, path):
+    _report(reports, CLAIM, "supported")
+    response = client.get(path, headers=HTML)
+    assert response.status_code == 404
+    assert "root:" not in response.text
+
+
+def test_the_source_trees_reports_are_read_by_default():
+    from service.web.catalog import DEFAULT_REPORTS_DIR
+
+    assert (DEFAULT_REPORTS_DIR / "README.md").is_file()  # where scripts/run_catalog.py writes the cpu size
+    rows = catalog_verdicts(DEFAULT_REPORTS_DIR)
+    assert any(v.verdict not in (NOT_RUN, NO_STUDY) for row in rows for v in row.verdicts)
