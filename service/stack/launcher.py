@@ -331,9 +331,10 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
     return Panel.fit(
         "\n".join(
             [
+                f"Studies    {api}/   (open in a browser: live studies, results, reports, the catalog)",
                 f"API        {api}   (docs: {api}/docs)",
                 f"MLflow UI  {_mlflow_ui(settings)}   ({mlflow.value})",
-                f"Ray        {settings.ray_dashboard_url}   ({ray.value})",
+                f"Ray        {settings.ray_ui_base}   ({ray.value})",
                 f"Database   {database}",
                 "",
                 f"API token  from {api_token_source(settings)}; `{normlab} token` prints it",
