@@ -37,9 +37,11 @@ def find_chromium() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session (a fresh context per test keeps tests apart)."""
+    """One headless Chromium per module (a fresh context per test keeps tests apart). Not per session:
+    while Playwright's sync API is started it keeps an event loop running in this thread, so every later
+    test of the process that calls asyncio.run (uvicorn servers, the burst test) would fail."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -89,7 +89,7 @@ def _kill_mid_study(service, study_id: str) -> dict[str, datetime]:
 
 def test_a_killed_driver_is_resubmitted_and_the_study_succeeds_with_every_trial_once(running_service):
     service = running_service
-    with service.cli.client() as client:
+    with service.client() as client:
         created = client.post("/studies", json=SPEC, headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]

@@ -15,7 +15,7 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
 def _run_to_end(service, spec: dict) -> dict:
-    with service.cli.client() as client:
+    with service.client() as client:
         created = client.post("/studies", json=spec, headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]

@@ -58,7 +58,7 @@ def _kill_as_a_trial_starts_after_another_ended(service, study_id: str) -> None:
 
 def test_trials_lost_with_a_killed_driver_keep_a_killed_run_and_are_not_counted_done(running_service):
     service = running_service
-    with service.cli.client() as client:
+    with service.client() as client:
         created = client.post("/studies", json=SPEC, headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]

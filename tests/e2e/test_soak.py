@@ -79,7 +79,7 @@ def _kill_a_trial_process(service: RunningService, study_id: str, rng: random.Ra
 
 
 def _wait_for_study(service: RunningService, study_id: str, deadline: float) -> dict:
-    with service.cli.client() as client:
+    with service.client() as client:
         while (study := client.get(f"/studies/{study_id}").json())["status"] not in TERMINAL:
             assert time.monotonic() < deadline, f"study still {study['status']}:\n{service.log_tail()}"
             time.sleep(1)
@@ -105,7 +105,7 @@ def test_studies_back_to_back_survive_trial_kills_and_an_mlflow_outage_with_ever
     events: list[str] = []
     rss: list[float] = []
     for index in range(STUDIES):
-        with service.cli.client() as client:
+        with service.client() as client:
             created = client.post("/studies", json=soak_spec(index), headers=service.auth())
         assert created.status_code == 201, created.text
         study_id = created.json()["id"]
