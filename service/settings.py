@@ -15,6 +15,13 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from studies.limits import StudyLimits
+from studies.stack_defaults import (
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DATA_DIR,
+    DEFAULT_TRAIN_AHEAD,
+    DEFAULT_TRIAL_HOSTS,
+    DEFAULT_WARM_IDLE_S,
+)
 
 __all__ = ["Settings", "get_settings"]
 
@@ -35,7 +42,7 @@ class Settings(BaseSettings):
     )
 
     # Where the SQLite database, the API token, MLflow's store and the dataset cache live.
-    data_dir: Path = Field(Path("~/.normlab"), validation_alias=_env("NORMLAB_DATA_DIR"))
+    data_dir: Path = Field(Path(DEFAULT_DATA_DIR), validation_alias=_env("NORMLAB_DATA_DIR"))
 
     # Metadata database; None -> SQLite file `normlab.db` under data_dir. PostgreSQL:
     # postgresql+psycopg://user:password@host:5432/db
@@ -118,15 +125,15 @@ class Settings(BaseSettings):
     # CPU trials train on warm trial hosts (workers.trials.host): per node, long-lived processes that keep
     # torch and the loaded datasets between studies. The first CPU study's driver starts them.
     # False: every trial trains in its own Tune trial process, as GPU trials always do.
-    trial_hosts: bool = True
+    trial_hosts: bool = DEFAULT_TRIAL_HOSTS
     # On a warm trial host, a trial that no scheduler can stop early (final and grid trials, tuning without
     # ASHA) trains its next epoch while Tune takes its report, and waits for Tune's answer only before it
     # writes that epoch's checkpoint or logs it. False: it waits for Tune after every epoch.
-    train_ahead: bool = True
+    train_ahead: bool = DEFAULT_TRAIN_AHEAD
     # A trial checkpoints its last epoch and, before it, an epoch only once this many seconds have passed
     # since its previous checkpoint (a failed trial redoes at most that much training); 0: every epoch.
     # Each checkpoint is a file write, its copy into Tune's storage and a snapshot of the experiment.
-    checkpoint_every_s: float = Field(10.0, ge=0)
+    checkpoint_every_s: float = Field(DEFAULT_CHECKPOINT_EVERY_S, ge=0)
     # Study drivers start warm (workers.driver.warm_server): where `normlab serve` starts the Ray head itself
     # (on Linux), it also starts a process that has imported the driver and forks one per study, so a study
     # does not pay the driver's imports (seconds). False: every study's job process imports and runs its
@@ -135,7 +142,7 @@ class Settings(BaseSettings):
     # The warm processes that hold torch or the driver's imports (trial hosts, ~0.4 GB each; the warm driver
     # server, ~0.2 GB) start with the first study that needs them and give their memory back after this many
     # seconds without work, so an idle stack holds neither; 0: once started they stay until the stack stops.
-    warm_idle_s: float = Field(600.0, ge=0)
+    warm_idle_s: float = Field(DEFAULT_WARM_IDLE_S, ge=0)
 
     log_level: str = "info"
 

@@ -1,6 +1,7 @@
 """What the worker side (a study's driver, its trial processes, the dataset registry) reads from the
 environment, read in this one place. `normlab serve` and the compose file set these variables for the
-jobs they start from the service's Settings (service/settings.py, whose defaults a test keeps equal).
+jobs they start from the service's Settings (service/settings.py); both take their defaults from
+studies.stack_defaults, for a worker started without a variable set.
 
     NORMLAB_DATA_DIR      data root: Tune storage, dataset cache (default ~/.normlab)
     NORMLAB_OFFLINE_DATA  offline dataset sources (default <NORMLAB_DATA_DIR default>/offline)
@@ -31,11 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY_S", "DEFAULT_DATA_DIR", "DEFAULT_WARM_IDLE_S", "WorkerSettings"]
+from studies.stack_defaults import (
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DATA_DIR,
+    DEFAULT_TRAIN_AHEAD,
+    DEFAULT_TRIAL_HOSTS,
+    DEFAULT_WARM_IDLE_S,
+)
 
-DEFAULT_DATA_DIR = "~/.normlab"
-DEFAULT_CHECKPOINT_EVERY_S = 10.0
-DEFAULT_WARM_IDLE_S = 600.0
+__all__ = ["DEFAULT_CHECKPOINT_EVERY_S", "DEFAULT_DATA_DIR", "DEFAULT_WARM_IDLE_S", "WorkerSettings"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,8 @@ class WorkerSettings:
     offline_data_dir: Path
     database_url: str | None
     tracking_uri: str | None
-    trial_hosts: bool = True
-    train_ahead: bool = True
+    trial_hosts: bool = DEFAULT_TRIAL_HOSTS
+    train_ahead: bool = DEFAULT_TRAIN_AHEAD
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     warm_driver_socket: Path | None = None
     warm_idle_s: float = DEFAULT_WARM_IDLE_S
@@ -60,8 +65,8 @@ class WorkerSettings:
             ).expanduser(),
             database_url=env.get("DATABASE_URL") or None,
             tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
-            trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=True),
-            train_ahead=_flag(env.get("NORMLAB_TRAIN_AHEAD"), default=True),
+            trial_hosts=_flag(env.get("NORMLAB_TRIAL_HOSTS"), default=DEFAULT_TRIAL_HOSTS),
+            train_ahead=_flag(env.get("NORMLAB_TRAIN_AHEAD"), default=DEFAULT_TRAIN_AHEAD),
             checkpoint_every_s=_seconds(
                 env.get("NORMLAB_CHECKPOINT_EVERY_S"), default=DEFAULT_CHECKPOINT_EVERY_S
             ),

@@ -1,10 +1,13 @@
-"""Which datasets are offline stand-ins for which paper datasets, without importing the data registry
-(the service reads this; a test keeps it equal to workers.data.DATASETS' `stand_in_for`)."""
+"""How a study's dataset compares with the paper's: from the stand-in relation of studies.datasets, which
+the data registry (workers.data) reads too, so the service needs no torch to say it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from studies.datasets import DATASET_CLASSES, STAND_IN_FOR
+
+# The two tables are studies.datasets'; re-exported because claims and their tests have always read them here.
 __all__ = [
     "DATASET_CLASSES",
     "STAND_IN_FOR",
@@ -13,28 +16,6 @@ __all__ = [
     "unclaimed_comparability",
 ]
 
-# registry name -> the paper dataset it stands in for (workers.data.DATASETS[name].stand_in_for)
-STAND_IN_FOR: dict[str, str] = {
-    "cifar10_c": "cifar10_c_hendrycks",
-    "ptb_pos": "ptb_wsj_pos",
-    "digits": "mnist",
-    "mnist_5k": "mnist",
-    "digits_c": "cifar10_c_hendrycks",
-    "fashion_mnist_c": "cifar10_c_hendrycks",
-    "ptb_pos_sample": "ptb_wsj_pos",
-    "ptb_lm_sample": "ptb_lm",
-    "rotten_tomatoes_vader": "sst2",
-}
-
-# Classes of each classification dataset a claim may require a number of (a CIFAR-100 claim needs 100):
-# the registry's num_classes (a test keeps them equal to workers.data's bundles).
-DATASET_CLASSES: dict[str, int] = {
-    **dict.fromkeys(("mnist", "mnist_5k", "digits", "digits_c", "fashion_mnist", "fashion_mnist_c"), 10),
-    **dict.fromkeys(("svhn", "cifar10", "cifar10_c", "cifar10_c_hendrycks"), 10),
-    "cifar100": 100,
-    **dict.fromkeys(("sst2", "rotten_tomatoes_vader"), 2),
-}
-
 
 @dataclass(frozen=True)
 class DatasetComparability:
@@ -42,7 +23,7 @@ class DatasetComparability:
 
     dataset: str  # what the study ran on
     paper_dataset: str | None  # what the paper's numbers come from (None: no dataset-specific numbers)
-    stand_in_for: str | None  # the registry's stand-in relation of `dataset`, if any
+    stand_in_for: str | None  # what `dataset` stands in for (studies.datasets.STAND_IN_FOR), if anything
     comparable: bool  # whether the paper's numbers can be set against the measured ones
     note: str
 

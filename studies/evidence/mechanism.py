@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+# ENTROPY_KEYS and SELECTOR_GRAD_VAR name what the training loop writes (re-exported: callers read them here).
+from studies.epoch_metrics import ENTROPY_KEYS, SELECTOR_GRAD_VAR
 from studies.knobs import DEFAULT_EPS_H, DEFAULT_FREEZE_SCOPE, DEFAULT_FREEZE_SIGNAL, DEFAULT_T_FREEZE
 from studies.methods import FREEZING_METHODS, GATED_METHODS
 from studies.numbers import finite_or_none
@@ -46,10 +48,6 @@ __all__ = [
     "seed_mechanism",
 ]
 
-# The per-epoch metric names the training loop writes (workers.training.metrics; a test keeps them equal).
-SELECTOR_GRAD_VAR = "selector_grad_var"
-# freeze_signal -> the layer-mean entropy that signal watches.
-ENTROPY_KEYS: dict[str, str] = {"train": "train_gate_entropy_mean", "val": "gate_entropy_mean"}
 _MECHANISM_KEYS = (*ENTROPY_KEYS.values(), SELECTOR_GRAD_VAR)
 
 

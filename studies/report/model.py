@@ -91,7 +91,7 @@ class StudyReportData:
     kind: str
     metric: str  # the metric the comparison table and paper numbers use
     dataset: DatasetComparability
-    dataset_note: str | None  # the registry's description of a stand-in (None for the paper's own data)
+    dataset_note: str | None  # a stand-in's note (studies.datasets.DATASET_NOTES); None for the paper's data
     claim: Claim | None
     result: CheckResult | None  # the claim check's verdict; None without a claim
     paper_vs_measured: tuple[PaperComparison, ...]

@@ -18,6 +18,7 @@ methods are studies.knobs' and studies.methods' (plain Python, which the trials 
 `studies.spec`; the modules are its layout.
 """
 
+from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS, KNOWN_DATASETS
 from studies.knobs import DEFAULT_EPS_H, DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob
 from studies.methods import METHODS
 from studies.spec.distributions import (
@@ -39,12 +40,9 @@ from studies.spec.loading import (
 )
 from studies.spec.metrics import METRIC_DIRECTIONS, UnknownMetricError, higher_is_better, known_metrics
 from studies.spec.names import (
-    DATASET_CORRUPTIONS,
-    DATASET_METRICS,
     DATASET_TASK_FIELDS,
     DEFAULT_NUM_SAMPLES,
     JSON_CONTENT_TYPES,
-    KNOWN_DATASETS,
     KNOWN_MODELS,
     MODEL_CONFIG_FIELDS,
     YAML_CONTENT_TYPES,

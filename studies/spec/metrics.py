@@ -20,7 +20,7 @@ they are not in the table, and asking for one is an UnknownMetricError that list
 
 from __future__ import annotations
 
-from studies.spec.names import DATASET_CORRUPTIONS, DATASET_METRICS, KNOWN_DATASETS
+from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS, KNOWN_DATASETS
 
 __all__ = ["METRIC_DIRECTIONS", "UnknownMetricError", "higher_is_better", "known_metrics"]
 

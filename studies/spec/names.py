@@ -1,36 +1,13 @@
 """The names a spec may use: datasets (and their families, metrics, corruptions), methods, models and
-their config fields. Names only, so the service validates specs without importing torch; tests keep the
-dataset and model names equal to the registries (workers.data, models). The methods are studies' own
-table (studies.methods), which the workers build models from."""
+their config fields. Names only, so the service validates specs without importing torch. The datasets are
+studies.datasets' own table, which workers.data builds (a test checks it builds every name); the model
+names and fields are checked against models, which may import nothing of studies. The methods are
+studies' own table (studies.methods), which the workers build models from."""
 
 from __future__ import annotations
 
 import math
 from typing import Union
-
-# service can validate a spec without importing torch; a test checks the two stay in sync.
-KNOWN_DATASETS: tuple[str, ...] = (
-    "mnist",
-    "fashion_mnist",
-    "svhn",
-    "cifar10",
-    "cifar100",
-    "cifar10_c",
-    "ptb_pos",
-    "ptb_lm",
-    "sst2",
-    "energy",
-    "california_housing",
-    "digits",
-    "mnist_5k",
-    "rotten_tomatoes_vader",
-    "ptb_pos_sample",
-    "digits_c",
-    "fashion_mnist_c",
-    "ptb_lm_sample",
-    "cifar10_c_hendrycks",
-    "ptb_wsj_pos",
-)
 
 # Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
 _DATASET_FAMILY: dict[str, str] = {
@@ -59,37 +36,6 @@ _DATASET_FAMILY: dict[str, str] = {
     ),
     **dict.fromkeys(("energy", "california_housing"), "tabular"),
 }
-
-# Corruption eval sets each corruption dataset can build (workers.data.registry.DATASET_CORRUPTIONS; a
-# test keeps them equal): our numpy re-implementation of 8 CIFAR-10-C corruptions, or the 19 published ones.
-_OWN_CORRUPTIONS = (
-    "gaussian_noise",
-    "shot_noise",
-    "impulse_noise",
-    "speckle_noise",
-    "gaussian_blur",
-    "motion_blur",
-    "brightness",
-    "contrast",
-)
-_PUBLISHED_CORRUPTIONS = (
-    *("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur"),
-    *("zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate"),
-    *("jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate"),
-)
-DATASET_CORRUPTIONS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("cifar10_c", "fashion_mnist_c", "digits_c"), _OWN_CORRUPTIONS),
-    "cifar10_c_hendrycks": _PUBLISHED_CORRUPTIONS,
-}
-
-# Primary metric of each dataset and whether higher is better (as workers.data.DATASETS declares them).
-_LOWER_IS_BETTER = {"ptb_lm": "perplexity", "ptb_lm_sample": "perplexity", "energy": "rmse"}
-_LOWER_IS_BETTER["california_housing"] = "rmse"
-DATASET_METRICS: dict[str, tuple[str, bool]] = {
-    name: (_LOWER_IS_BETTER[name], False) if name in _LOWER_IS_BETTER else ("accuracy", True)
-    for name in KNOWN_DATASETS
-}
-
 
 # Model names and presets of models.build_model that can train on a study dataset. The bare
 # `residual_mlp` is left out on purpose: it has no task head, so every trial of a study would fail; the

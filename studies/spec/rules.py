@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS
 from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, freeze_fits
 from studies.limits import StudyLimits
 from studies.spec.distributions import (
@@ -25,8 +26,6 @@ from studies.spec.names import (
     _DATASET_FAMILY,
     _FAMILY_MODELS,
     _RESERVED_MODEL_FIELDS,
-    DATASET_CORRUPTIONS,
-    DATASET_METRICS,
     DATASET_TASK_FIELDS,
     MODEL_CONFIG_FIELDS,
 )

@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from studies.convergence import Convergence
+from studies.datasets import KNOWN_DATASETS
 from studies.methods import METHODS
 from studies.spec.distributions import (
     Distribution,
@@ -26,7 +27,7 @@ from studies.spec.distributions import (
     _Strict,
     has_searchable_knobs,
 )
-from studies.spec.names import DEFAULT_NUM_SAMPLES, KNOWN_DATASETS
+from studies.spec.names import DEFAULT_NUM_SAMPLES
 from studies.spec.rules import _default_tune_seed, rule_errors
 from studies.spec.sections import Budget, DataOptions, GridPoint, ModelSpec, Resources, SchedulerSpec
 

@@ -24,7 +24,6 @@ from studies.catalog import (
     load_claims,
     spec_path,
 )
-from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.lint import (
     duplicate_studies,
     expressibility_problem,
@@ -211,14 +210,6 @@ def test_every_dataset_a_trained_claim_runs_on_has_a_sourced_convergence_level()
     assert all(level.source.strip() for level in convergence_levels().values())
 
 
-def test_dataset_classes_match_the_data_registry():
-    from workers.data.catalog import REGISTRY
-
-    for name, classes in DATASET_CLASSES.items():
-        keywords = getattr(REGISTRY[name].build, "keywords", {})
-        assert keywords.get("num_classes") == classes, name
-
-
 @pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
 def test_each_catalog_spec_validates_and_names_its_claim(claim, size):
     spec = load_spec(spec_path(claim, size))
@@ -299,13 +290,6 @@ def test_the_rows_a_claim_compares_are_methods_its_specs_run(claim):
         for selector in selectors:
             method = selector if isinstance(selector, str) or selector is None else selector.get("method")
             assert method is None or method in methods, f"{claim} {size}: {method}"
-
-
-def test_stand_ins_match_the_data_registry():
-    from workers.data import DATASETS
-
-    registry = {name: info.stand_in_for for name, info in DATASETS.items() if info.stand_in_for is not None}
-    assert registry == STAND_IN_FOR
 
 
 def test_an_unknown_claim_names_the_known_ones():

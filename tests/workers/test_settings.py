@@ -1,16 +1,13 @@
-"""The worker side reads its environment in one place, with the service's defaults."""
+"""The worker side reads its environment in one place; where a variable is unset it falls back to the
+defaults the service's settings use too (studies.stack_defaults, their one owner)."""
 
 from pathlib import Path
 
 import pytest
 
 from service.settings import Settings
-from workers.settings import (
-    DEFAULT_CHECKPOINT_EVERY_S,
-    DEFAULT_DATA_DIR,
-    DEFAULT_WARM_IDLE_S,
-    WorkerSettings,
-)
+from studies.stack_defaults import DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_DATA_DIR, DEFAULT_WARM_IDLE_S
+from workers.settings import WorkerSettings
 
 
 def test_the_environment_sets_every_path_and_service_address():
@@ -37,7 +34,8 @@ def test_unset_or_empty_variables_fall_back_to_the_defaults():
     assert settings.database_url is None and settings.tracking_uri is None
 
 
-def test_the_workers_default_data_dir_is_the_services():
+def test_the_service_defaults_to_the_same_data_dir():
+    assert DEFAULT_DATA_DIR == "~/.normlab"
     assert Settings.model_fields["data_dir"].default == Path(DEFAULT_DATA_DIR)
 
 

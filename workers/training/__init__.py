@@ -32,7 +32,10 @@ _SOURCES = {
     "seed_everything": "seeding",
 }
 
-# The same names as _SOURCES (a test keeps them equal), spelled out for linters and type checkers.
+# _SOURCES's names, written out because linters and type checkers read __all__ without running code: a
+# computed `list(_SOURCES)` leaves ruff calling every import below unused (F401) and pyright without an
+# export list, and the runtime cannot read the TYPE_CHECKING block. Lazy loading thus needs the two forms;
+# test_driver_imports checks they name the same things.
 __all__ = [
     "CHECKPOINT_FILE",
     "BatchMixer",

@@ -11,7 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from models.norms.autonorm import AutoNorm, gate_entropy
+from studies.epoch_metrics import ENTROPY_KEYS, FREEZE_SIGNAL_PREFIXES, SELECTOR_GRAD_VAR
 
+# The gate metrics' names are studies.epoch_metrics', whose evidence reads them back; FREEZE_SIGNAL_PREFIXES
+# and SELECTOR_GRAD_VAR are re-exported here, where the training code has always found them.
 __all__ = [
     "FREEZE_SIGNAL_PREFIXES",
     "SELECTOR_GRAD_VAR",
@@ -23,11 +26,6 @@ __all__ = [
     "layer_entropies",
     "summed_grad_variance",
 ]
-
-# Where each AutoNorm-S freeze signal's per-layer entropies sit in an epoch's metrics.
-FREEZE_SIGNAL_PREFIXES = {"train": "train_gate_entropy_", "val": "gate_entropy_"}
-# The epoch metric of `SelectorGradVariance` (and of its stacked twin in workers.training.seed_metrics).
-SELECTOR_GRAD_VAR = "selector_grad_var"
 
 _CLASSIFICATION_TASKS = frozenset(
     {"image_classification", "sequence_classification", "token_classification", "language_modeling"}
@@ -136,8 +134,8 @@ class GateStats:
         metrics: dict[str, float] = {}
         for i in range(len(self.layers)):
             metrics[f"gate_dyt_weight_{i}"] = self._weight_sum[i] / self._n
-            metrics[f"gate_entropy_{i}"] = self._entropy_sum[i] / self._n
-        metrics["gate_entropy_mean"] = sum(self._entropy_sum) / (self._n * len(self.layers))
+            metrics[f"{FREEZE_SIGNAL_PREFIXES['val']}{i}"] = self._entropy_sum[i] / self._n
+        metrics[ENTROPY_KEYS["val"]] = sum(self._entropy_sum) / (self._n * len(self.layers))
         return metrics
 
 
@@ -175,8 +173,8 @@ class TrainGateEntropy:
         if self._sum is None or self._count == 0:
             return {}
         per_layer = (self._sum / self._count).tolist()
-        metrics = {f"train_gate_entropy_{i}": value for i, value in enumerate(per_layer)}
-        metrics["train_gate_entropy_mean"] = sum(per_layer) / len(per_layer)
+        metrics = {f"{FREEZE_SIGNAL_PREFIXES['train']}{i}": value for i, value in enumerate(per_layer)}
+        metrics[ENTROPY_KEYS["train"]] = sum(per_layer) / len(per_layer)
         return metrics
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from models.norms.autonorm import gate_entropy
-from workers.training.metrics import SELECTOR_GRAD_VAR, summed_grad_variance
+from studies.epoch_metrics import ENTROPY_KEYS, FREEZE_SIGNAL_PREFIXES, SELECTOR_GRAD_VAR
+from workers.training.metrics import summed_grad_variance
 
 __all__ = ["StackedSelectorGradVariance", "StackedTrainGateEntropy", "stacked_gate_summaries"]
 
@@ -71,8 +72,8 @@ class StackedTrainGateEntropy:
             return [{} for _ in range(self.num_seeds)]
         results = []
         for per_layer in (self._sum / self._count).tolist():
-            metrics = {f"train_gate_entropy_{i}": value for i, value in enumerate(per_layer)}
-            metrics["train_gate_entropy_mean"] = sum(per_layer) / len(per_layer)
+            metrics = {f"{FREEZE_SIGNAL_PREFIXES['train']}{i}": value for i, value in enumerate(per_layer)}
+            metrics[ENTROPY_KEYS["train"]] = sum(per_layer) / len(per_layer)
             results.append(metrics)
         return results
 

@@ -243,12 +243,3 @@ def test_a_partly_frozen_model_measures_the_selectors_that_still_train():
         tracker.update()
     expected = float(torch.stack(grads).var(dim=0, unbiased=False).mean())  # over 3 elements, not 8
     assert tracker.compute()[SELECTOR_GRAD_VAR] == pytest.approx(expected)
-
-
-def test_the_mechanism_summary_reads_the_metric_names_the_loop_writes():
-    from studies.evidence import mechanism
-
-    assert mechanism.SELECTOR_GRAD_VAR == SELECTOR_GRAD_VAR
-    assert {
-        signal: f"{prefix}mean" for signal, prefix in FREEZE_SIGNAL_PREFIXES.items()
-    } == mechanism.ENTROPY_KEYS

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
+from studies.datasets import PUBLISHED_CORRUPTIONS
 from workers.data.corruptions import SEVERITIES, CorruptionSets, eval_set_key
 from workers.data.errors import DataUnavailableError
 from workers.data.locations import cache_dir, offline_dir
@@ -41,28 +42,9 @@ CIFAR10_C_URL = "https://zenodo.org/records/2535967/files/CIFAR-10-C.tar?downloa
 CIFAR10_C_MD5: str | None = "56bf5dcef84df0e2308c6dcbcbbd8499"  # as Zenodo lists it; None skips the check
 
 # The 15 benchmark corruptions, then the 4 extra ones the release ships (speckle_noise, gaussian_blur,
-# spatter, saturate; held out for validation in the paper).
-HENDRYCKS_CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise",
-    "shot_noise",
-    "impulse_noise",
-    "defocus_blur",
-    "glass_blur",
-    "motion_blur",
-    "zoom_blur",
-    "snow",
-    "frost",
-    "fog",
-    "brightness",
-    "contrast",
-    "elastic_transform",
-    "pixelate",
-    "jpeg_compression",
-    "speckle_noise",
-    "gaussian_blur",
-    "spatter",
-    "saturate",
-)
+# spatter, saturate; held out for validation in the paper): one <name>.npy each. The names are
+# studies.datasets' (the service validates a spec's corruptions against them without torch).
+HENDRYCKS_CORRUPTIONS: tuple[str, ...] = PUBLISHED_CORRUPTIONS
 _LABELS = "labels.npy"
 _FILES = frozenset({_LABELS, *(f"{name}.npy" for name in HENDRYCKS_CORRUPTIONS)})
 _CHUNK = 1 << 20
