@@ -229,9 +229,10 @@ def test_the_next_start_stops_what_a_killed_launcher_and_guard_left_and_ctrl_c_s
         killed.launcher.wait()
         time.sleep(2)
         left = killed.remember()
-        # The kernel stopped the direct children (PR_SET_PDEATHSIG); Ray's daemons and MLflow's workers
-        # are out of its reach.
-        assert left, "a stack whose launcher and guard were SIGKILLed leaves processes for the next start"
+        # The kernel stopped the direct children (PR_SET_PDEATHSIG). Since the lean stack nothing else is
+        # usually left either (`ray start --block` takes its daemons with it, MLflow's worker follows its
+        # server, no trial host or driver runs at rest); whatever is, the next start must stop. That path,
+        # with a process that does outlive its launcher and guard: tests/service/stack/test_launcher.py.
         # Frozen, so that none ends on its own before the next start looks (MLflow's workers do once they
         # see their server gone, seconds later on a busy machine): the next start must stop them all.
         for pid in left:
@@ -241,7 +242,8 @@ def test_the_next_start_stops_what_a_killed_launcher_and_guard_left_and_ctrl_c_s
         with _serving(tmp_path, "next", data_dir) as following:
             # The same data dir: what is running now under it is the new stack's; the old one's are known.
             assert killed.known_survivors() == {}, killed.known_survivors()
-            assert re.search(r"stopped \d+ process\(es\) of mlflow, ray-head", following.log_tail(200))
+            if left:
+                assert re.search(r"stopped \d+ process\(es\) of mlflow, ray-head", following.log_tail(200))
             _run_a_study(following)
             os.killpg(following.launcher.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
             took = following.exits_within(60)
