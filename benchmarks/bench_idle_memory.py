@@ -14,20 +14,13 @@ after NORMLAB_WARM_IDLE_S.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SLOTS = 2  # Ray CPUs, as in the orchestration benchmark
+from benchmarks.bench_orchestration import REPO, SLOTS, serve_stack, submit_and_wait
+
 SETTLE_S = 20.0  # after the API answers: Ray's workers and the dashboard's modules finish starting
 GOAL_MB = 1200.0
 
@@ -127,77 +120,21 @@ def table(rows: list[ProcessMemory]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@contextlib.contextmanager
-def serve(work: Path, switches: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, str, str]]:
-    """(launcher process, API URL, API token) of a `normlab serve` on free ports; Ctrl-C on exit."""
-    from service.stack.processes import http_ok, private_serve_environment, wait_until
-
-    data_dir = work / "data"
-    data_dir.mkdir()
-    ray_temp = Path("/tmp") / f"nl-mem-{uuid.uuid4().hex[:6]}"  # short: Ray's socket paths are limited
-    token = "bench-" + uuid.uuid4().hex
-    env = private_serve_environment(data_dir, ray_temp, api_token=token, ray_cpus=SLOTS)
-    env.update(switches or {})
-    api = f"http://127.0.0.1:{env['NORMLAB_API_PORT']}"
-    with open(work / "serve.log", "wb") as log:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "normlab"), "serve"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        up = wait_until(
-            lambda: process.poll() is not None or http_ok(f"{api}/healthz"), timeout=300, interval=1
-        )
-        if not up or process.poll() is not None:
-            raise RuntimeError(
-                f"`normlab serve` did not come up:\n{(work / 'serve.log').read_text()[-3000:]}"
-            )
-        yield process, api, token
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGINT)
-            try:
-                process.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=30)
-        import shutil
-
-        shutil.rmtree(ray_temp, ignore_errors=True)
-
-
 def _run_quick_study(api: str, token: str) -> str:
-    import httpx
-
     spec = (REPO / "studies" / "examples" / "quick.yaml").read_text()
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/yaml"}
-    with httpx.Client(base_url=api, timeout=30) as client:
-        created = client.post("/studies", content=spec, headers=headers)
-        created.raise_for_status()
-        study_id = created.json()["id"]
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            status = client.get(f"/studies/{study_id}").json()["status"]
-            if status in ("succeeded", "failed", "cancelled"):
-                return str(status)
-            time.sleep(1)
-    raise RuntimeError(f"study {study_id} did not finish")
+    return str(submit_and_wait(api, token, spec, timeout_s=900)["status"])
 
 
 def measure(*, settle_s: float = SETTLE_S, study: bool = False) -> dict[str, list[ProcessMemory]]:
     """The stack's processes when idle after start-up (and, with `study`, idle after one quick study)."""
     taken: dict[str, list[ProcessMemory]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp, serve(Path(tmp)) as (process, api, token):
+    with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp, serve_stack(Path(tmp)) as stack:
         time.sleep(settle_s)
-        taken["idle after start-up"] = stack_memory(process.pid)
+        taken["idle after start-up"] = stack_memory(stack.process.pid)
         if study:
-            status = _run_quick_study(api, token)
+            status = _run_quick_study(stack.api, stack.token)
             time.sleep(settle_s)
-            taken[f"idle after one quick study ({status})"] = stack_memory(process.pid)
+            taken[f"idle after one quick study ({status})"] = stack_memory(stack.process.pid)
     return taken
 
 

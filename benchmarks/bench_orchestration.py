@@ -194,10 +194,18 @@ def study_figures(
 # ----- part 1: the quick study on the real stack ------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ServedStack:
+    process: subprocess.Popen  # the `normlab serve` launcher (its process tree is the stack)
+    api: str
+    token: str
+    data_dir: Path
+
+
 @contextmanager
-def local_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[tuple[str, str, Path]]:
-    """(API URL, token, data dir) of a `normlab serve` started for this run (with `switches`, NORMLAB_*
-    variables, set), stopped with Ctrl-C on exit."""
+def serve_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[ServedStack]:
+    """A `normlab serve` started for this run on free ports (with `switches`, NORMLAB_* variables, set),
+    stopped with Ctrl-C on exit."""
     from service.stack.processes import http_ok, private_serve_environment, wait_until
 
     data_dir = work / "data"
@@ -221,8 +229,10 @@ def local_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[
             lambda: process.poll() is not None or http_ok(f"{api}/healthz"), timeout=300, interval=1
         )
         if not up or process.poll() is not None:
-            raise RuntimeError(f"`normlab serve` did not come up; see {work / 'serve.log'}")
-        yield api, token, data_dir
+            raise RuntimeError(
+                f"`normlab serve` did not come up:\n{(work / 'serve.log').read_text()[-3000:]}"
+            )
+        yield ServedStack(process, api, token, data_dir)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
@@ -234,7 +244,8 @@ def local_stack(work: Path, switches: dict[str, str] | None = None) -> Iterator[
         shutil.rmtree(ray_temp, ignore_errors=True)
 
 
-def _submit_and_wait(api: str, token: str, spec_text: str, timeout_s: float = 1800) -> dict[str, Any]:
+def submit_and_wait(api: str, token: str, spec_text: str, timeout_s: float = 1800) -> dict[str, Any]:
+    """Submit a study and wait for it to end; its final JSON."""
     import httpx
 
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/yaml"}
@@ -315,10 +326,11 @@ def measure_service(
     figures = []
     with tempfile.TemporaryDirectory(prefix="bench-orch-") as tmp:
         work = Path(tmp)
-        with local_stack(work, switches) as (api, token, data_dir):
+        with serve_stack(work, switches) as stack:
+            api, token, data_dir = stack.api, stack.token, stack.data_dir
             for index in range(studies):
                 text = yaml.safe_dump({**spec, "name": f"{spec['name']}-{index + 1}"}, sort_keys=False)
-                study = _submit_and_wait(api, token, text)
+                study = submit_and_wait(api, token, text)
                 if study["status"] != "succeeded":
                     raise RuntimeError(f"study {study['status']}: {study.get('error')}")
                 timelines = read_timelines(f"sqlite:///{data_dir / 'normlab.db'}", study["id"])

@@ -12,7 +12,7 @@ from studies.evidence.ranks import DEFAULT_RANK_KEY, RankEvidence, rank_evidence
 from studies.evidence.trials import EvidenceTrial
 from studies.stats.summary import check_confidence
 
-__all__ = ["Evidence", "build_evidence"]
+__all__ = ["Evidence", "build_evidence", "jsonable"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Evidence:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types (lists, not tuples); None where a number is undefined."""
-        return _jsonable(dataclasses.asdict(self))
+        return jsonable(dataclasses.asdict(self))
 
 
 def build_evidence(
@@ -63,9 +63,10 @@ def build_evidence(
     )
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """A dataclasses.asdict result in plain JSON types: string keys, lists for tuples."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studies.evidence import MeanInterval
+from studies.evidence.build import jsonable
 
 __all__ = [
     "EvaluatorImportance",
@@ -132,12 +133,4 @@ class StudyTuning:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types (lists, not tuples); None where a number is undefined."""
-        return _jsonable(dataclasses.asdict(self))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+        return jsonable(dataclasses.asdict(self))
