@@ -41,6 +41,7 @@ def role(cmdline: list[str], comm: str) -> str:
     if text.startswith("ray::") or comm.startswith("ray::"):
         return (cmdline[0] if cmdline else comm).split(" ")[0]
     for needle, name in (
+        ("ray_watch.py", "ray head watcher"),  # run by path; its arguments name gcs_server and the rest
         ("service.stack.ray_start", "ray start --block"),
         ("ray.util.client.server", "ray client server"),
         ("multiprocessing.forkserver", "ray dashboard modules' forkserver"),
@@ -56,7 +57,7 @@ def role(cmdline: list[str], comm: str) -> str:
         ("raylet", "raylet"),
         ("default_worker.py", "ray idle worker"),
         ("normlab serve", "normlab serve (API, reconcile loop)"),
-        ("uvicorn", "mlflow uvicorn worker"),
+        ("uvicorn", "mlflow server (uvicorn)"),
         ("mlflow server", "mlflow server"),
         ("ray start", "ray start --block"),
     ):

@@ -70,7 +70,8 @@ class Settings(BaseSettings):
     ray_dashboard_agent_listen_port: int = Field(52365, ge=1, le=65535)
     # Where a browser opens Ray's dashboard (the study pages link each job); None -> ray_dashboard_url.
     ray_ui_url: str | None = None
-    ray_client_server_port: int = Field(10001, ge=1, le=65535)
+    # Ray's client server (`ray.init("ray://127.0.0.1:PORT")`) runs only when a port is set: NormLab never uses it.
+    ray_client_server_port: int | None = Field(None, ge=1024, le=65535)
     ray_min_worker_port: int = Field(10002, ge=1, le=65535)
     ray_max_worker_port: int = Field(10999, ge=1, le=65535)
     ray_num_cpus: int | None = Field(None, ge=1)  # None: Ray detects the machine's CPUs

@@ -123,7 +123,10 @@ def mlflow_server(
     artifacts = artifacts_dir or data_dir / "mlartifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     argv = [
-        venv_executable("mlflow"),
+        # `mlflow server`, which becomes its uvicorn once its stores are ready (that module says why).
+        sys.executable,
+        "-m",
+        "service.stack.mlflow_start",
         "server",
         "--backend-store-uri",
         backend,
@@ -161,7 +164,7 @@ def ray_head(
     dashboard_host: str = "127.0.0.1",
     dashboard_port: int,
     dashboard_agent_listen_port: int,
-    client_server_port: int,
+    client_server_port: int | None = None,
     min_worker_port: int,
     max_worker_port: int,
     num_cpus: int | None = None,
@@ -169,7 +172,8 @@ def ray_head(
     temp_dir: Path | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> ManagedProcess:
-    """`ray start --head --block`: SIGTERM to it takes the whole local cluster down cleanly.
+    """`ray start --head --block`, trimmed (service.stack.ray_start): SIGTERM to it takes the whole local
+    cluster down cleanly.
 
     Ports are explicit because Redis (and other services) often hold Ray's defaults (6379). With
     `node_ip` 127.0.0.1 (the default) every port of the node listens on 127.0.0.1 only.
@@ -186,7 +190,6 @@ def ray_head(
         f"--dashboard-host={dashboard_host}",
         f"--dashboard-port={dashboard_port}",
         f"--dashboard-agent-listen-port={dashboard_agent_listen_port}",
-        f"--ray-client-server-port={client_server_port}",
         f"--min-worker-port={min_worker_port}",
         f"--max-worker-port={max_worker_port}",
         "--disable-usage-stats",
@@ -194,6 +197,8 @@ def ray_head(
         "--no-monitor",
         "--block",
     ]
+    if client_server_port is not None:  # only then does the head run Ray's client server (ray_start says why)
+        argv.append(f"--ray-client-server-port={client_server_port}")
     argv += _resource_args(num_cpus, num_gpus)
     argv.append(f"--temp-dir={temp_dir or default_ray_temp_dir(gcs_port)}")
     env = {**ray_head_env(token, node_ip), **(extra_env or {})}

@@ -89,9 +89,9 @@ def private_serve_environment(
     """The environment for a `normlab serve` that shares nothing with another one on this machine: its own
     data dir and Ray temp dir, every port free on loopback, the cluster addresses unset so it starts its own
     (end-to-end tests and the orchestration benchmark run beside a user's stack)."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")
-    }
+    # Ray's client server stays off (its port unset), as by default.
+    unset = ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS", "NORMLAB_RAY_CLIENT_SERVER_PORT")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     # Below Linux's ephemeral range (32768+), where free_port() picks the other ports.
     worker_base = random.randint(20000, 32000)
     env.update(
@@ -102,7 +102,6 @@ def private_serve_environment(
             "NORMLAB_RAY_GCS_PORT": str(free_port()),
             "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
             "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
-            "NORMLAB_RAY_CLIENT_SERVER_PORT": str(free_port()),
             "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
             "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
             "NORMLAB_RAY_NUM_CPUS": str(ray_cpus),

@@ -14,6 +14,11 @@ def test_processes_are_named_by_what_they_are():
     assert (
         role(["python", "-m", "service.stack.ray_start", "start", "--head"], "python") == "ray start --block"
     )
+    # What that becomes once the head runs: its arguments name the head's processes, gcs_server among them.
+    watcher = ["python", "-I", "-S", "/repo/service/stack/ray_watch.py", "gcs_server=12", "raylet=13"]
+    assert role(watcher, "python") == "ray head watcher"
+    mlflow = ["python", "-m", "uvicorn", "--port", "5000", "mlflow.server.fastapi_app:app"]
+    assert role(mlflow, "python") == "mlflow server (uvicorn)"
 
 
 def test_the_table_groups_kinds_largest_first_and_adds_up_the_stack():

@@ -16,6 +16,7 @@ import psutil
 import pytest
 import yaml
 
+from benchmarks.bench_idle_memory import GOAL_MB, stack_memory, table
 from service.stack.processes import http_ok, wait_until
 from tests.e2e.conftest import API_TOKEN, _shutdown, serve_environment, start_serve
 from tests.e2e.specs import two_method_grid
@@ -66,6 +67,15 @@ def test_warm_processes_start_with_the_first_study_and_go_after_the_idle_period(
         assert _named(process.pid, "TrialHost") == []
         server = _warm_server(process.pid)
         assert _pss_mb(server) < 50, "the warm driver server imported the driver before any study"
+        # Nor anything else a stack at rest has no use for (benchmarks/bench_idle_memory.py has the table).
+        assert _named(process.pid, "ray.util.client.server") == []  # Ray's client server: no port set
+        assert _named(process.pid, "service.stack.ray_start") == []  # `ray start` handed over to its watcher
+        assert _named(process.pid, "mlflow.server.fastapi_app:app") != []
+        assert _named(process.pid, "service.stack.mlflow_start") == []  # the server became its uvicorn
+        idle = stack_memory(process.pid)
+        assert sum(p.pss_mb for p in idle) < GOAL_MB, "the idle stack holds more than the goal:\n" + table(
+            idle
+        )
 
         spec = yaml.safe_dump(two_method_grid("lean-idle", epochs=1))
         headers = {"Authorization": f"Bearer {API_TOKEN}", "Content-Type": "application/yaml"}

@@ -112,6 +112,30 @@ def test_mlflow_runs_without_its_job_runner_and_huey_consumers(stack):
     assert not job_execution, job_execution
 
 
+def _pss_mb(process: psutil.Process) -> float:
+    rollup = Path(f"/proc/{process.pid}/smaps_rollup").read_text()
+    return next(float(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")) / 1024
+
+
+def test_mlflow_is_one_process_its_server_having_become_its_uvicorn(stack):
+    mlflow = next(p for p in stack.processes if p.name == "mlflow")
+    assert mlflow._popen is not None
+    server = psutil.Process(mlflow._popen.pid)
+    assert server.cmdline()[1:3] == ["-m", "uvicorn"], server.cmdline()
+    assert "mlflow.server.fastapi_app:app" in server.cmdline()
+    assert server.children(recursive=True) == []
+
+
+def test_the_ray_head_is_watched_by_a_lean_process_whose_children_are_the_heads(stack):
+    head = _head_processes(stack)[0]
+    # `ray start --block` hands over at its first check on the head's processes, a second after it started.
+    assert wait_until(lambda: "ray_watch.py" in " ".join(head.cmdline()), timeout=30), head.cmdline()
+    assert _pss_mb(head) < 20, "the head's watcher holds more than an interpreter"
+    names = {name.split("=")[0] for name in head.cmdline()[4:]}
+    assert {"gcs_server", "raylet", "dashboard"} <= names
+    assert {p.pid for p in head.children()} == {int(arg.split("=")[1]) for arg in head.cmdline()[4:]}
+
+
 def test_a_job_runs_on_the_loopback_head(stack, stack_settings):
     from ray.job_submission import JobStatus, JobSubmissionClient
 

@@ -1,11 +1,12 @@
-"""The local Ray head's dashboard loads only the modules the stack uses (service.stack.ray_start)."""
+"""The local Ray head is `ray start` trimmed (service.stack.ray_start): a dashboard that loads only the modules
+the stack uses, no client server unless asked for, and a lean watcher where `--block` waited."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from service.stack.local_stack import ray_head
-from service.stack.ray_start import DASHBOARD_MODULES, with_modules
+from service.stack.ray_start import DASHBOARD_MODULES, wants_client_server, watcher_command, with_modules
 
 
 def test_the_dashboard_is_told_to_load_the_jobs_api_and_the_views_the_stack_uses():
@@ -32,3 +33,29 @@ def test_the_local_head_starts_through_the_wrapper_without_the_autoscaler():
     )
     assert head.argv[1:5] == ["-m", "service.stack.ray_start", "start", "--head"]
     assert "--no-monitor" in head.argv and "--block" in head.argv
+
+
+def _head(**overrides: object):
+    options: dict[str, object] = dict(
+        data_dir=Path("/tmp"),
+        token="t",
+        gcs_port=6390,
+        dashboard_port=8265,
+        dashboard_agent_listen_port=52365,
+        min_worker_port=10002,
+        max_worker_port=10999,
+    )
+    return ray_head(**{**options, **overrides})  # type: ignore[arg-type]
+
+
+def test_the_head_runs_rays_client_server_only_when_a_port_is_set_for_it():
+    assert not wants_client_server(_head().argv)
+    with_port = _head(client_server_port=10001).argv
+    assert "--ray-client-server-port=10001" in with_port and wants_client_server(with_port)
+    assert wants_client_server(["start", "--ray-client-server-port", "10001"])
+
+
+def test_the_watcher_is_given_each_process_of_the_head_by_kind():
+    command = watcher_command({"raylet": [12], "gcs_server": [13], "dashboard": [14]})
+    assert command[-3:] == ["raylet=12", "gcs_server=13", "dashboard=14"]
+    assert Path(command[3]).name == "ray_watch.py" and Path(command[3]).is_file()
