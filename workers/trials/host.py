@@ -38,7 +38,6 @@ from workers.trials.stop import TrialGone
 
 __all__ = [
     "CLAIM_START_S",
-    "IDLE_EXIT_S",
     "RELAY_CHECK_S",
     "HostEvent",
     "TrialHost",
@@ -47,7 +46,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IDLE_EXIT_S = 1800.0  # an idle host keeps ~0.7 GB (torch, the datasets it loaded): half an hour of grace
 RELAY_CHECK_S = 1.0  # while a report waits for Tune, how often the host checks that its relay still runs
 CLAIM_START_S = 30.0  # a claim never followed by start() (its relay died in between) expires after this
 
@@ -127,7 +125,9 @@ class _HostedTrial:
 class TrialHost:
     """A warm trial process (see module docstring); created through workers.trials.relay.trial_host."""
 
-    def __init__(self, idle_exit_s: float = IDLE_EXIT_S) -> None:
+    def __init__(self, idle_exit_s: float) -> None:
+        """`idle_exit_s`: seconds without a trial before the host exits (0: it stays); the relay passes
+        NORMLAB_WARM_IDLE_S, as a host keeps ~0.7 GB (torch, the datasets it loaded)."""
         warm_up()
         self._lock = threading.Lock()
         self._current: _HostedTrial | None = None
