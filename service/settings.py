@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, validation_alias=_env("DATABASE_URL", "NORMLAB_DATABASE_URL"))
     auto_migrate: bool = True  # run Alembic migrations to head when the API starts
 
+    # The catalog's reports (what scripts/run_catalog.py writes) that the /catalog page shows; None -> the
+    # source tree's reports/. The Docker image ships the repository's in /opt/normlab/reports and sets it.
+    catalog_reports_dir: Path | None = None
+
     # MLflow tracking server; None -> http://{mlflow_host}:{mlflow_port}.
     mlflow_tracking_uri: str | None = Field(
         None, validation_alias=_env("MLFLOW_TRACKING_URI", "NORMLAB_MLFLOW_TRACKING_URI")
@@ -155,7 +159,7 @@ class Settings(BaseSettings):
             return [host.strip() for host in hosts.split(",") if host.strip()]
         return hosts
 
-    @field_validator("data_dir", "mlflow_artifacts_dir", "ray_temp_dir")
+    @field_validator("data_dir", "mlflow_artifacts_dir", "ray_temp_dir", "catalog_reports_dir")
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return None if path is None else path.expanduser()

@@ -27,8 +27,9 @@ __all__ = [
     "stored_report",
 ]
 
-# The source tree's reports/, where scripts/run_catalog.py writes by default. An installed package (the
-# Docker image) has none: every claim then reads "not run", which is true of that deployment.
+# The source tree's reports/, where scripts/run_catalog.py writes by default. An installed package has no
+# source tree: there NORMLAB_CATALOG_REPORTS_DIR names the folder (the Docker image sets it), and without
+# one every claim reads "not run".
 DEFAULT_REPORTS_DIR = Path(__file__).resolve().parents[2] / "reports"
 TIER_FOLDERS: dict[str, str] = {"smoke": "smoke", "cpu": ".", "paper": "paper"}
 NOT_RUN = "not run"

@@ -46,9 +46,9 @@ HOME_LIMIT = 100  # studies on the home page (and in each of its polls of GET /s
 POLL_INTERVAL_MS = 2000  # how often a page with a queued or running study asks the API again
 
 
-async def reports_dir() -> Path:
-    """Where scripts/run_catalog.py left the catalog's reports (a test overrides this dependency)."""
-    return DEFAULT_REPORTS_DIR
+async def reports_dir(settings: SettingsDep) -> Path:
+    """Where scripts/run_catalog.py left the catalog's reports (NORMLAB_CATALOG_REPORTS_DIR)."""
+    return settings.catalog_reports_dir or DEFAULT_REPORTS_DIR
 
 
 ReportsDirDep = Annotated[Path, Depends(reports_dir)]

@@ -106,6 +106,23 @@ def test_the_quick_study_succeeds_through_the_published_api_port(quick_study):
     assert quick_study["progress"]["done"] == 15
 
 
+def test_the_catalog_page_shows_the_verdicts_the_image_ships(compose_stack):
+    from service.web.catalog import DEFAULT_REPORTS_DIR, NO_STUDY, NOT_RUN, catalog_verdicts
+
+    recorded = [
+        (row.id, v.tier)
+        for row in catalog_verdicts(DEFAULT_REPORTS_DIR)
+        for v in row.verdicts
+        if v.verdict not in (NOT_RUN, NO_STUDY)
+    ]
+    page = httpx.get(f"{compose_stack.api_url}/catalog", headers={"Accept": "text/html"}, timeout=30)
+    assert page.status_code == 200
+    claim, tier = recorded[0]
+    assert f'href="/catalog/reports/{tier}/{claim}"' in page.text
+    report = httpx.get(f"{compose_stack.api_url}/catalog/reports/{tier}/{claim}", timeout=30)
+    assert report.status_code == 200
+
+
 def test_the_quick_study_ran_trials_on_both_workers_and_none_on_the_head(compose_stack, quick_study):
     records = tune_records(compose_stack, quick_study["id"])
     assert len(records) == 15

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from service.web.catalog import NO_STUDY, NOT_RUN, catalog_verdicts
-from service.web.pages import reports_dir
+from service.settings import Settings
+from service.web.catalog import DEFAULT_REPORTS_DIR, NO_STUDY, NOT_RUN, catalog_verdicts
 from studies.catalog import SIZES, claim_ids, get_claim
 
 HTML = {"Accept": "text/html"}
@@ -33,10 +33,10 @@ def _report(folder: Path, claim: str, verdict: str, *, reason: str | None = None
 
 
 @pytest.fixture
-def reports(tmp_path: Path, app) -> Path:
+def reports(tmp_path: Path, settings: Settings) -> Path:
     folder = tmp_path / "reports"
     folder.mkdir()
-    app.dependency_overrides[reports_dir] = lambda: folder
+    settings.catalog_reports_dir = folder  # NORMLAB_CATALOG_REPORTS_DIR, read by the app built on them
     return folder
 
 
@@ -110,9 +110,21 @@ def test_nothing_but_a_stored_report_of_a_known_claim_and_size_is_served(client,
     assert "root:" not in response.text
 
 
-def test_the_source_trees_reports_are_read_by_default():
-    from service.web.catalog import DEFAULT_REPORTS_DIR
-
+def test_the_source_trees_reports_are_read_by_default(client, settings):
+    assert settings.catalog_reports_dir is None
     assert (DEFAULT_REPORTS_DIR / "README.md").is_file()  # where scripts/run_catalog.py writes the cpu size
     rows = catalog_verdicts(DEFAULT_REPORTS_DIR)
-    assert any(v.verdict not in (NOT_RUN, NO_STUDY) for row in rows for v in row.verdicts)
+    recorded = [(row.id, v.tier) for row in rows for v in row.verdicts if v.verdict not in (NOT_RUN, NO_STUDY)]
+    assert recorded
+    claim, tier = recorded[0]
+    assert f'href="/catalog/reports/{tier}/{claim}"' in client.get("/catalog", headers=HTML).text
+
+
+def test_an_installed_service_is_told_where_the_reports_are(tmp_path, monkeypatch):
+    """The Docker image has no source tree: it sets NORMLAB_CATALOG_REPORTS_DIR to the reports it ships."""
+    monkeypatch.setenv("NORMLAB_CATALOG_REPORTS_DIR", str(tmp_path))
+    assert Settings(_env_file=None).catalog_reports_dir == tmp_path
+    assert Settings(_env_file=None, catalog_reports_dir="~/r").catalog_reports_dir == Path.home() / "r"
+    dockerfile = (Path(__file__).parents[3] / "docker" / "Dockerfile").read_text()
+    assert "COPY reports ./reports" in dockerfile
+    assert "ENV NORMLAB_CATALOG_REPORTS_DIR=/opt/normlab/reports" in dockerfile
