@@ -114,7 +114,9 @@ def test_the_source_trees_reports_are_read_by_default(client, settings):
     assert settings.catalog_reports_dir is None
     assert (DEFAULT_REPORTS_DIR / "README.md").is_file()  # where scripts/run_catalog.py writes the cpu size
     rows = catalog_verdicts(DEFAULT_REPORTS_DIR)
-    recorded = [(row.id, v.tier) for row in rows for v in row.verdicts if v.verdict not in (NOT_RUN, NO_STUDY)]
+    recorded = [
+        (row.id, v.tier) for row in rows for v in row.verdicts if v.verdict not in (NOT_RUN, NO_STUDY)
+    ]
     assert recorded
     claim, tier = recorded[0]
     assert f'href="/catalog/reports/{tier}/{claim}"' in client.get("/catalog", headers=HTML).text
