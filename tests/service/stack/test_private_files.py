@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import service.cli.commands as cli
-from service.stack.local_stack import default_ray_temp_dir, ray_head
+from service.stack.local_stack import default_ray_temp_dir
 from service.stack.private_files import (
     PRIVATE_UMASK,
     PrivateDirError,
@@ -25,6 +25,7 @@ from service.stack.private_files import (
     tighten,
 )
 from service.stack.processes import free_port
+from tests.service.stack.heads import default_head
 
 
 def _mode(path: Path) -> int:
@@ -157,16 +158,7 @@ def test_the_ray_temp_dir_defaults_under_a_private_short_parent():
     # Ray's session sockets (session_<date>_<time>_<pid>/sockets/plasma_store) must fit in ~107 bytes.
     socket = temp_dir / "session_2026-01-01_00-00-00_000000_4194304" / "sockets" / "plasma_store"
     assert len(str(socket)) < 107
-    head = ray_head(
-        data_dir=Path("/nonexistent"),
-        token="t",
-        gcs_port=6390,
-        dashboard_port=8265,
-        dashboard_agent_listen_port=52365,
-        client_server_port=10001,
-        min_worker_port=10002,
-        max_worker_port=10999,
-    )
+    head = default_head()
     assert f"--temp-dir={temp_dir}" in head.argv
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.stack.local_stack import ray_head
 from service.stack.ray_start import DASHBOARD_MODULES, wants_client_server, watcher_command, with_modules
+from tests.service.stack.heads import default_head
 
 
 def test_the_dashboard_is_told_to_load_the_jobs_api_and_the_views_the_stack_uses():
@@ -21,36 +21,14 @@ def test_a_dashboard_already_told_which_modules_to_load_is_left_as_it_is():
 
 
 def test_the_local_head_starts_through_the_wrapper_without_the_autoscaler():
-    head = ray_head(
-        data_dir=Path("/tmp"),
-        token="t",
-        gcs_port=6390,
-        dashboard_port=8265,
-        dashboard_agent_listen_port=52365,
-        client_server_port=10001,
-        min_worker_port=10002,
-        max_worker_port=10999,
-    )
+    head = default_head()
     assert head.argv[1:5] == ["-m", "service.stack.ray_start", "start", "--head"]
     assert "--no-monitor" in head.argv and "--block" in head.argv
 
 
-def _head(**overrides: object):
-    options: dict[str, object] = dict(
-        data_dir=Path("/tmp"),
-        token="t",
-        gcs_port=6390,
-        dashboard_port=8265,
-        dashboard_agent_listen_port=52365,
-        min_worker_port=10002,
-        max_worker_port=10999,
-    )
-    return ray_head(**{**options, **overrides})  # type: ignore[arg-type]
-
-
 def test_the_head_runs_rays_client_server_only_when_a_port_is_set_for_it():
-    assert not wants_client_server(_head().argv)
-    with_port = _head(client_server_port=10001).argv
+    assert not wants_client_server(default_head().argv)
+    with_port = default_head(client_server_port=10001).argv
     assert "--ray-client-server-port=10001" in with_port and wants_client_server(with_port)
     assert wants_client_server(["start", "--ray-client-server-port", "10001"])
 
