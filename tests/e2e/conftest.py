@@ -144,16 +144,16 @@ def trial_processes(service: RunningService) -> list[psutil.Process]:
 
 
 def mlflow_process_group(service: RunningService) -> int:
-    """The process group of the stack's MLflow server (the launcher starts it in a session of its own)."""
-    port = service.mlflow_url.rsplit(":", 1)[1]
+    """The process group of the stack's MLflow server (the launcher starts it in a session of its own): the
+    stack's process listening on MLflow's port, whatever its command line became (the server execs into its
+    uvicorn)."""
+    port = int(service.mlflow_url.rsplit(":", 1)[1])
     for process in stack_processes(service):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            cmdline = process.cmdline()
-            if (
-                any(part.endswith("mlflow") for part in cmdline[:2])
-                and "server" in cmdline
-                and port in cmdline
-            ):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            listening = {
+                c.laddr.port for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN
+            }
+            if port in listening:
                 group = os.getpgid(process.pid)
                 assert group != os.getpgid(service.process.pid), "MLflow shares the launcher's process group"
                 return group
