@@ -70,6 +70,11 @@ class Sizes:
     layer_iters: int
     budget_s: float
     compile_backend: str  # "inductor" on the GPU; "eager" (dynamo only) in the smoke run
+    skipped: tuple[str, ...] = ()  # sections left out of this run (--skip), named in the table
+
+
+# Sections a run may leave out (--skip) when an earlier run measured them and device time is short.
+SKIPPABLE = ("concurrent", "packed", "layer")
 
 
 FULL = Sizes(
@@ -590,9 +595,10 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
     elif sizes.packed_seeds:
         notes["packed"] = "needs a CUDA device (the packing rule reads the GPU's memory)"
     # 5. The norm layer alone.
-    with section("layer/eager"):
-        results["layer"]["eager"] = layer_times(sizes, device, compiled=False)
-    if clock.left() > 40 * (device.type == "cuda"):
+    if "layer" not in sizes.skipped:
+        with section("layer/eager"):
+            results["layer"]["eager"] = layer_times(sizes, device, compiled=False)
+    if "layer" not in sizes.skipped and clock.left() > 40 * (device.type == "cuda"):
         with section("layer/compiled"):
             results["layer"]["compiled"] = layer_times(sizes, device, compiled=True)
     log(f"layer fwd+bwd: {results['layer']}")
@@ -615,6 +621,33 @@ def _cell(rate: float | None, base: float | None) -> str:
         return "n/a"
     ratio = f" ({rate / base:.1f}x)" if base else ""
     return f"{rate:,.0f}{ratio}"
+
+
+def layer_table(results: dict[str, Any], sizes: Sizes) -> list[str]:
+    """The norm layer's wall time per call against nn.LayerNorm, eager and compiled."""
+    errors = results["errors"]
+    batch, tokens, dim = sizes.layer_shape
+    lines = [
+        "",
+        f"| norm layer fwd+bwd on ({batch}, {tokens}, {dim}), wall time per call | AutoNorm us | "
+        "nn.LayerNorm us | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for mode in ("eager", "compiled"):
+        times = results["layer"].get(mode)
+        if times is None:
+            lines.append(
+                f"| {mode} | {errors.get(f'layer/{mode}', 'skipped: the time budget ran out')} | | |"
+            )
+            continue
+        auto, ln = times["autonorm"] * 1e6, times["layernorm"] * 1e6
+        lines.append(f"| {mode} | {auto:.1f} | {ln:.1f} | {auto / ln:.2f}x |")
+    lines += [
+        "",
+        "Layer times are wall time per call with the host's dispatch and autograd work included (at this "
+        "size a single call is host-bound, so they are not kernel times).",
+    ]
+    return lines
 
 
 def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool) -> str:
@@ -699,29 +732,13 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
     for mode, label in (("none", "eager"), ("default", "torch.compile"), ("reduce-overhead", "CUDA graphs")):
         frozen, auto = single["frozen_ln"].get(mode), single["autonorm_s"].get(mode)
         lines.append(f"| {label} | {frozen / auto:.2f}x |" if frozen and auto else f"| {label} | n/a |")
-    batch, tokens, dim = sizes.layer_shape
+    if "layer" not in sizes.skipped:
+        lines += layer_table(results, sizes)
     lines += [
-        "",
-        f"| norm layer fwd+bwd on ({batch}, {tokens}, {dim}), wall time per call | AutoNorm us | "
-        "nn.LayerNorm us | ratio |",
-        "|---|---:|---:|---:|",
-    ]
-    for mode in ("eager", "compiled"):
-        times = results["layer"].get(mode)
-        if times is None:
-            lines.append(
-                f"| {mode} | {errors.get(f'layer/{mode}', 'skipped: the time budget ran out')} | | |"
-            )
-            continue
-        auto, ln = times["autonorm"] * 1e6, times["layernorm"] * 1e6
-        lines.append(f"| {mode} | {auto:.1f} | {ln:.1f} | {auto / ln:.2f}x |")
-    lines += [
-        "",
-        "Layer times are wall time per call with the host's dispatch and autograd work included (at this "
-        "size a single call is host-bound, so they are not kernel times).",
         "",
         f"AutoNorm ViT under torch.compile (bf16 autocast, training mode): {results['graph_breaks']}.",
         "",
+        *([f"Not measured in this run (--skip): {', '.join(sizes.skipped)}.", ""] if sizes.skipped else []),
         "Reproduce: `python3 benchmarks/gpu.py --out gpu_bench.md` on a CUDA machine with torch.",
         "",
     ]
@@ -742,6 +759,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--block-imports", action="store_true", help=f"make {', '.join(SERVICE_PACKAGES)} unimportable"
     )
+    parser.add_argument(
+        "--skip",
+        help=f"comma-separated sections to leave out ({', '.join(SKIPPABLE)}), e.g. ones an earlier run measured",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one concurrent trial process
     args = parser.parse_args(argv)
     argv_extra = ["--block-imports"] if args.block_imports else []
@@ -761,6 +782,19 @@ def main(argv: list[str] | None = None) -> None:
         # per call); the smoke run compiles the eager composite that the GPU path compiles.
         os.environ.setdefault("NORMLAB_FUSED_NORMS", "0")
     sizes = SMOKE if args.smoke else FULL
+    if args.skip:
+        skipped = tuple(name.strip() for name in args.skip.split(",") if name.strip())
+        unknown = sorted(set(skipped) - set(SKIPPABLE))
+        if unknown:
+            parser.error(
+                f"--skip: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SKIPPABLE)}"
+            )
+        sizes = replace(
+            sizes,
+            skipped=skipped,
+            concurrency=() if "concurrent" in skipped else sizes.concurrency,
+            packed_seeds=0 if "packed" in skipped else sizes.packed_seeds,
+        )
     if args.budget_s is not None:
         sizes = replace(sizes, budget_s=args.budget_s)
     if args.smoke:

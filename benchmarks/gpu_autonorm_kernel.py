@@ -253,9 +253,11 @@ def run_whole_layer_checks() -> int:
     its own rows from the timings."""
     count = 0
     for dtype in (torch.float32, torch.bfloat16):
+        # bf16 inputs give bf16 input gradients, which the two paths may round a unit apart.
+        tolerance = 1e-4 if dtype == torch.float32 else 2e-2
         for hard in (False, True):
             for padded in (False, True):
-                whole_layer_vs_mixed_path(dtype, hard, padded, rtol=1e-4, atol=1e-4)
+                whole_layer_vs_mixed_path(dtype, hard, padded, rtol=tolerance, atol=tolerance)
                 count += 1
     graph_replay_vs_eager("layer")
     return count + 1
@@ -323,6 +325,12 @@ class Row:
     label: str
     eager_us: float
     graph_us: float
+    error: str = ""  # why the row could not be timed (its times are then NaN)
+
+
+def progress(message: str) -> None:
+    """One line per finished measurement on stderr, so a run cut off at its limit still says how far it got."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 class BareMixedNorm(torch.nn.Module):
@@ -341,12 +349,20 @@ class BareMixedNorm(torch.nn.Module):
 
 
 def timed_row(label: str, module: torch.nn.Module, x: torch.Tensor, autocast: bool, iters: int) -> Row:
-    """Eager and CUDA-graph-replay microseconds per forward+backward of module on x."""
-    step = FwdBwd(module.to("cuda").train(), x, autocast=autocast)
-    eager_us = time_per_call(step, iters)
-    graph = step.capture()
-    row = Row(label, eager_us, time_per_call(graph.replay, iters))
-    del graph
+    """Eager and CUDA-graph-replay microseconds per forward+backward of module on x. A row that fails (a
+    compile error, a capture the path does not support) is reported as failed and the run goes on: it is
+    one-shot on a lent machine."""
+    try:
+        step = FwdBwd(module.to("cuda").train(), x, autocast=autocast)
+        eager_us = time_per_call(step, iters)
+        graph = step.capture()
+        row = Row(label, eager_us, time_per_call(graph.replay, iters))
+        del graph
+    except Exception as error:
+        first_line = str(error).splitlines()[0][:160] if str(error) else ""
+        row = Row(label, float("nan"), float("nan"), f"{type(error).__name__}: {first_line}")
+        torch.cuda.synchronize()
+    progress(f"{label}: {row.error or f'{row.eager_us:.1f} us eager, {row.graph_us:.1f} us CUDA graph'}")
     return row
 
 
@@ -419,6 +435,9 @@ def table(results: dict[str, list[Row]]) -> str:
     for group, rows in results.items():
         layernorm = rows[0]
         for row in rows:
+            if row.error:
+                lines.append(f"| {group} | {row.label} | failed: {row.error} | | | |")
+                continue
             lines.append(
                 f"| {group} | {row.label} | {row.eager_us:.1f} | {row.eager_us / layernorm.eager_us:.2f}x "
                 f"| {row.graph_us:.1f} | {row.graph_us / layernorm.graph_us:.2f}x |"
@@ -440,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import triton
 
+    # Each compiled layer below (2 shapes x 2 precisions x 2 AutoNorm paths) is a recompile of the same
+    # forward code: past dynamo's default limit of 8 it would silently run eager and time the wrong thing.
+    torch._dynamo.config.cache_size_limit = 64
     started = time.perf_counter()
     torch.manual_seed(0)
     try:
@@ -462,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         for autocast in (False, True):
             group = f"{shape}, {'bf16 autocast' if autocast else 'float32'}"
             results[group] = time_rows(shape, autocast, args.iters, args.compile, whole_layer)
+            print(table({group: results[group]}), file=sys.stderr, flush=True)
     results["ViT-Lite paper model, batch 128, bf16 autocast"] = model_rows(args.iters, whole_layer)
     device = torch.cuda.get_device_name()
     print(f"Device: {device}; torch {torch.__version__}; triton {triton.__version__}.\n")

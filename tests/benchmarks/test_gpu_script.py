@@ -1,7 +1,9 @@
 """benchmarks/gpu.py runs end to end (tiny sizes on CPU), and its own path needs none of the service's
 dependencies (the GPU machine has torch but not pydantic, Ray or MLflow)."""
 
+import dataclasses
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,30 @@ def test_a_packed_trial_process_reports_its_peak_then_steps_a_timed_window_on_re
         assert process.wait(timeout=30) == 0
     finally:
         process.kill()
+
+
+def test_skipped_sections_leave_their_rows_out_and_the_table_names_them():
+    bench = runpy.run_path(str(REPO_ROOT / "benchmarks/gpu.py"), run_name="gpu_bench")
+    sizes = dataclasses.replace(bench["SMOKE"], skipped=("concurrent", "packed", "layer"), concurrency=())
+    results = {
+        "single": {m: {"none": 100.0} for m in bench["METHODS"]}, "concurrent": {}, "seed_batch": {},
+        "seed_batch_compiled": {}, "notes": {}, "errors": {}, "graph_breaks": "1 graph(s)", "layer": {},
+        "packed": {}, "elapsed_s": 1.0, "torch": "x",
+    }  # fmt: skip
+    table = bench["render"](results, sizes, "CPU", smoke=True)
+    assert "Not measured in this run (--skip): concurrent, packed, layer." in table
+    assert "concurrent trial processes" not in table
+    assert "norm layer fwd+bwd" not in table
+
+
+def test_an_unknown_section_to_skip_is_refused_naming_the_choices():
+    completed = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", "--smoke", "--skip", "concurrent,kernels"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert completed.returncode == 2
+    assert "unknown section(s) kernels; choose from concurrent, packed, layer" in completed.stderr
