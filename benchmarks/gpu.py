@@ -74,7 +74,7 @@ class Sizes:
 
 
 # Sections a run may leave out (--skip) when an earlier run measured them and device time is short.
-SKIPPABLE = ("concurrent", "packed", "layer")
+SKIPPABLE = ("concurrent", "packed", "layer", "seed_batch", "default")  # seed_batch: the eager k-seed rows
 
 
 FULL = Sizes(
@@ -551,7 +551,8 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
     seed_batch, why_not = _seed_batch_function()
     if seed_batch is None:
         notes["seed_batch"] = why_not
-    for k in sizes.seeds_per_trial if seed_batch is not None else ():
+    eager_ks = sizes.seeds_per_trial if seed_batch is not None and "seed_batch" not in sizes.skipped else ()
+    for k in eager_ks:
         for method in METHODS:
             if clock.left() < 20:
                 notes["seed_batch"] = "partly skipped: the time budget ran out"
@@ -603,7 +604,7 @@ def run_benchmark(sizes: Sizes, device: Any, argv_extra: list[str], log: Callabl
             results["layer"]["compiled"] = layer_times(sizes, device, compiled=True)
     log(f"layer fwd+bwd: {results['layer']}")
     # 6. One trial compiled without CUDA graphs (least important: runs last, if it fits).
-    for method in METHODS:
+    for method in METHODS if "default" not in sizes.skipped else ():
         if clock.left() > 45 * (device.type == "cuda"):
             trial(method, "default")
         else:
@@ -686,7 +687,7 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
     single_row("1 trial, eager", "none")
     if "default" in notes:
         lines.append(f"| 1 trial, torch.compile (default) | {notes['default']} | |")
-    else:
+    elif "default" not in sizes.skipped:
         single_row("1 trial, torch.compile (default)", "default")
     single_row("1 trial, CUDA graphs (compile reduce-overhead)", "reduce-overhead")
     concurrent = results["concurrent"]
@@ -699,7 +700,7 @@ def render(results: dict[str, Any], sizes: Sizes, device_name: str, smoke: bool)
                 row(f"{count} concurrent trial processes, {label}", {
                     m: concurrent.get(f"{count}/{mode}/{m}") for m in METHODS
                 })  # fmt: skip
-    for k in sizes.seeds_per_trial:
+    for k in sizes.seeds_per_trial if "seed_batch" not in sizes.skipped else ():
         rates = {m: results["seed_batch"].get(f"{k}/{m}") for m in METHODS}
         if all(rate is None for rate in rates.values()):
             lines.append(f"| {k} seeds batched in one trial | {notes.get('seed_batch', 'n/a')} | |")

@@ -122,6 +122,9 @@ def _autonorm_forward_kernel(
     HAS_NOISE: tl.constexpr, HAS_TOKEN_WEIGHTS: tl.constexpr, HARD: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
 ):  # fmt: skip
+    # Inductor may pass Python floats as float64 scalars: keep every value float32, as a direct launch does.
+    tau = tl.cast(tau, tl.float32)
+    eps = tl.cast(eps, tl.float32)
     sample = tl.program_id(0).to(tl.int64)
     # Stacked seeds (vmap) fold their copies into the samples; each copy reads its own parameters.
     copy = sample // samples_per_copy
@@ -218,6 +221,8 @@ def _autonorm_backward_kernel(
     tokens, dim, width, samples_per_copy, partial_width, inv_tau,
     HAS_TOKEN_WEIGHTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
 ):  # fmt: skip
+    # As in the forward: a float64 inv_tau from Inductor would turn dpool's loop-carried sum float64.
+    inv_tau = tl.cast(inv_tau, tl.float32)
     sample = tl.program_id(0).to(tl.int64)
     copy = sample // samples_per_copy  # as in the forward
     alpha_ptr += copy

@@ -96,16 +96,19 @@ def test_a_packed_trial_process_reports_its_peak_then_steps_a_timed_window_on_re
 
 def test_skipped_sections_leave_their_rows_out_and_the_table_names_them():
     bench = runpy.run_path(str(REPO_ROOT / "benchmarks/gpu.py"), run_name="gpu_bench")
-    sizes = dataclasses.replace(bench["SMOKE"], skipped=("concurrent", "packed", "layer"), concurrency=())
+    skipped = ("concurrent", "packed", "layer", "seed_batch", "default")
+    sizes = dataclasses.replace(bench["SMOKE"], skipped=skipped, concurrency=())
     results = {
         "single": {m: {"none": 100.0} for m in bench["METHODS"]}, "concurrent": {}, "seed_batch": {},
         "seed_batch_compiled": {}, "notes": {}, "errors": {}, "graph_breaks": "1 graph(s)", "layer": {},
         "packed": {}, "elapsed_s": 1.0, "torch": "x",
     }  # fmt: skip
     table = bench["render"](results, sizes, "CPU", smoke=True)
-    assert "Not measured in this run (--skip): concurrent, packed, layer." in table
-    assert "concurrent trial processes" not in table
-    assert "norm layer fwd+bwd" not in table
+    assert "Not measured in this run (--skip): concurrent, packed, layer, seed_batch, default." in table
+    for left_out in ("concurrent trial processes", "norm layer fwd+bwd", "| 2 seeds batched in one trial |",
+                     "torch.compile (default)"):  # fmt: skip
+        assert left_out not in table
+    assert "2 seeds batched in one trial, CUDA graphs" in table  # the compiled row is not "seed_batch"
 
 
 def test_an_unknown_section_to_skip_is_refused_naming_the_choices():
@@ -118,4 +121,7 @@ def test_an_unknown_section_to_skip_is_refused_naming_the_choices():
         env=ENV,
     )
     assert completed.returncode == 2
-    assert "unknown section(s) kernels; choose from concurrent, packed, layer" in completed.stderr
+    assert (
+        "unknown section(s) kernels; choose from concurrent, packed, layer, seed_batch, default"
+        in completed.stderr
+    )

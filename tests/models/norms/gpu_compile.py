@@ -31,9 +31,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 FLOAT_ARGS = {"tau", "eps", "inv_tau"}
 
 
-def signature(fn: Any, pointer_types: dict[str, str], constexprs: dict[str, Any]) -> dict[str, str]:
+def signature(
+    fn: Any, pointer_types: dict[str, str], constexprs: dict[str, Any], float_type: str = "fp32"
+) -> dict[str, str]:
     """Triton types of a kernel's arguments: pointers float32 unless named in pointer_types, the FLOAT_ARGS
-    float32, the other scalars int32, constexprs as given."""
+    float_type (float32 from a direct launch, float64 as Inductor may pass Python floats), the other
+    scalars int32, constexprs as given."""
     types = {}
     for name in fn.arg_names:
         if name in constexprs:
@@ -41,7 +44,7 @@ def signature(fn: Any, pointer_types: dict[str, str], constexprs: dict[str, Any]
         elif name.endswith("_ptr"):
             types[name] = pointer_types.get(name, "*fp32")
         else:
-            types[name] = "fp32" if name in FLOAT_ARGS else "i32"
+            types[name] = float_type if name in FLOAT_ARGS else "i32"
     return types
 
 
@@ -58,9 +61,13 @@ def resources(cubin: bytes) -> tuple[int | None, int | None]:
 
 
 def compile_variant(
-    fn: Any, pointer_types: dict[str, str], constexprs: dict[str, Any], num_warps: int
+    fn: Any,
+    pointer_types: dict[str, str],
+    constexprs: dict[str, Any],
+    num_warps: int,
+    float_type: str = "fp32",
 ) -> dict:
-    types = signature(fn, pointer_types, constexprs)
+    types = signature(fn, pointer_types, constexprs, float_type)
     # Pointers 16-byte aligned, as torch allocates them: the specialisation a real launch gets.
     attrs = {
         (fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in types.items() if t.startswith("*")
@@ -76,9 +83,11 @@ def compile_variant(
     return {"ok": True, "registers": registers, "stack_bytes": stack}
 
 
-def variants() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+def variants() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, str]]:
     """The flag combinations of both AutoNorm kernels at the ViT-Lite layer (bf16, the training dtype) and
-    one ViT-B-sized layer (float32), and the mixed-norm pair."""
+    one ViT-B-sized layer (float32), and the mixed-norm pair; then the kernels that take float scalars
+    again with those typed float64, as torch.compile's Inductor launched them on an H200 (the AutoNorm
+    backward failed to compile there until its kernels cast them to float32)."""
     from models.norms import autonorm_triton, mixed_triton
 
     found = []
@@ -92,7 +101,7 @@ def variants() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
             found.append((
                 f"autonorm forward {x_type} T={tokens} D={dim} {flags}",
                 autonorm_triton._autonorm_forward_kernel, {"x_ptr": x_type},
-                {**flags, "BLOCK_T": bt, "BLOCK_D": bd, "BLOCK_H": bh}, warps,
+                {**flags, "BLOCK_T": bt, "BLOCK_D": bd, "BLOCK_H": bh}, warps, "fp32",
             ))  # fmt: skip
         bt, bd, bh, warps = autonorm_triton._blocks(
             tokens, dim, width, autonorm_triton.BACKWARD_TILE_ELEMENTS
@@ -101,7 +110,7 @@ def variants() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
             found.append((
                 f"autonorm backward {x_type} T={tokens} D={dim} token_weights={weights}",
                 autonorm_triton._autonorm_backward_kernel, {"x_ptr": x_type, "dx_ptr": x_type},
-                {"HAS_TOKEN_WEIGHTS": weights, "BLOCK_T": bt, "BLOCK_D": bd, "BLOCK_H": bh}, warps,
+                {"HAS_TOKEN_WEIGHTS": weights, "BLOCK_T": bt, "BLOCK_D": bd, "BLOCK_H": bh}, warps, "fp32",
             ))  # fmt: skip
     # The mixed-norm kernels, known to compile on an H200: a check that this harness compiles at all.
     for tile, fn in (
@@ -111,19 +120,24 @@ def variants() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
         bt, bd, _, _, warps = mixed_triton._launch_config(128, 65, 128, tile)
         pointers = {"x_ptr": "*bf16", "y_ptr": "*fp32", "dx_ptr": "*bf16"}
         found.append((
-            f"mixed norm {fn.fn.__name__} *bf16", fn, pointers, {"USE_LN": True, "BLOCK_T": bt, "BLOCK_D": bd}, warps,
+            f"mixed norm {fn.fn.__name__} *bf16", fn, pointers, {"USE_LN": True, "BLOCK_T": bt, "BLOCK_D": bd},
+            warps, "fp32",
         ))  # fmt: skip
-    return found
+    as_inductor_passes = [
+        (f"{name} float64 scalars", fn, pointers, constexprs, warps, "fp64")
+        for name, fn, pointers, constexprs, warps, _ in found
+        if "*bf16" in name and set(fn.arg_names) & FLOAT_ARGS
+    ]
+    return found + as_inductor_passes
 
 
 def main() -> int:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("run with TRITON_INTERPRET unset: interpreted kernels cannot be compiled", file=sys.stderr)
         return 2
-    for name, fn, pointer_types, constexprs, warps in variants():
-        print(
-            json.dumps({"variant": name, **compile_variant(fn, pointer_types, constexprs, warps)}), flush=True
-        )
+    for name, fn, pointer_types, constexprs, warps, float_type in variants():
+        result = compile_variant(fn, pointer_types, constexprs, warps, float_type)
+        print(json.dumps({"variant": name, **result}), flush=True)
     return 0
 
 

@@ -216,14 +216,19 @@ def test_on_cuda_the_switched_on_layer_runs_the_kernels_and_matches_its_eager_pa
         y = layer(x)
         return (y, layer.last_probs, *torch.autograd.grad((y * upstream).sum(), [x, *layer.parameters()]))
 
-    eager = run()
+    # With bf16 inputs the eager path pools and gates in bf16: off the float64 layer by up to 0.19 past
+    # this tolerance in some parameter gradient (20 draws on CPU), while the kernels accumulate in float32
+    # and stay within it. So bf16 is held to the float64 layer, float32 to the eager path it replaces.
+    want = run() if dtype == torch.float32 else reference_run(layer, x, upstream, monkeypatch)
     monkeypatch.setattr(autonorm_module, "TRITON_LAYER_ON_CUDA", True)
     monkeypatch.setattr(autonorm_triton, "_direct_launch", lambda: True)
     fused = run()
     assert "_AutoNormTritonFunctionBackward" in type(layer(x).grad_fn).__name__
     tol = 1e-4 if dtype == torch.float32 else 2e-2
-    for got, want in zip(fused, eager, strict=True):
-        torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+    for index, (got, expected) in enumerate(zip(fused, want, strict=True)):
+        torch.testing.assert_close(
+            got.double(), expected.double(), atol=tol, rtol=tol, msg=lambda m, i=index: f"#{i}: {m}"
+        )
 
 
 @needs_cuda

@@ -386,17 +386,17 @@ def test_by_default_only_traced_or_captured_cuda_calls_launch_the_kernels() -> N
     x, alpha, cl, cd, c0 = make_inputs(4, 65, 128)
     assert KERNEL_NODE not in autograd_node_names(mixed_norm(x, alpha, cl, cd, c0.requires_grad_(True)))
     launched: list[bool] = []
+    original = mixed_triton.mixed_norm_triton
 
     def spy(*args: object) -> torch.Tensor:
         launched.append(torch.cuda.is_current_stream_capturing())
-        return mixed_triton.mixed_norm_triton(*args)  # type: ignore[arg-type]
+        return original(*args)  # type: ignore[arg-type]  # the module's name is the spy by now
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # compiles the kernels before capture, off the default stream
         mixed_triton.mixed_norm_triton(x, alpha, cl, cd, c0)
     torch.cuda.current_stream().wait_stream(side)
-    original = mixed_triton.mixed_norm_triton
     graph = torch.cuda.CUDAGraph()
     try:
         mixed_triton.mixed_norm_triton = spy  # mixed_norm imports it at call time
