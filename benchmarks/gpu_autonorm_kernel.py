@@ -1,8 +1,8 @@
 """The Triton norm kernels on a CUDA GPU: correctness, then layer and model timings.
 
 The mixed norm (models/norms/mixed_triton.py, AutoNorm's gate in torch) and the whole-layer AutoNorm
-kernel (models/norms/autonorm_triton.py, `autonorm.TRITON_LAYER_ON_CUDA`, off by default until this
-script has timed it).
+kernel (models/norms/autonorm_triton.py; on by default where this script measured it faster:
+`autonorm.layer_kernel_pays_off`). Each path is forced in turn below, whatever the defaults.
 
     python3 benchmarks/gpu_autonorm_kernel.py [--iters N] [--compile]   # CUDA, torch + triton; < 60 s
 
@@ -30,9 +30,10 @@ training mode (AutoNorm draws its Gumbel noise; Random Selector is not timed).
 Last, the ViT-Lite paper model's forward+backward at batch 128 under bf16 autocast (no optimizer step,
 SYNTHETIC inputs), FrozenLN against AutoNorm-S on each of its three CUDA paths, eager and as a CUDA-graph
 replay: the step-time ratio issue 9 asks to bring to 1.2x; and DyT, eager composite against Triton.
-The defaults are the composite in plain eager calls (measured faster there: they are host-bound) and
-the mixed-norm kernels where launches are captured, so the "eager composite" rows' eager column and
-the "Triton mixed norm" rows' CUDA-graph column are what a trial runs by default.
+The defaults: DyT and the other mixed norms take the composite in plain eager calls (measured faster
+there: they are host-bound) and the mixed-norm kernels where launches are captured; AutoNorm takes the
+whole-layer kernel in plain eager calls and, up to D = 128, where launches are captured, else the
+mixed-norm path. So at D = 128 the "whole-layer Triton" rows are what an AutoNorm trial runs by default.
 """
 
 from __future__ import annotations
@@ -167,13 +168,18 @@ def layers_vs_eager_path() -> None:
 def use_path(path: str | None) -> None:
     """Route the mixed norms on CUDA, in eager calls and captured ones alike: "eager" (the composite),
     "mixed" (the mixed-norm kernels, AutoNorm's gate in torch) or "layer" (AutoNorm's whole-layer
-    kernel). None restores the defaults: the composite in plain eager calls, the mixed-norm kernels
-    under torch.compile and CUDA-graph capture, the whole-layer kernel off."""
+    kernel, at every width). None restores the defaults: the composite in plain eager calls and the
+    mixed-norm kernels under torch.compile and CUDA-graph capture, for AutoNorm the whole-layer kernel
+    where its "auto" rule takes it (models/norms/autonorm.py, layer_kernel_pays_off)."""
     from models.norms import autonorm, mixed
 
+    if path is None:
+        mixed.TRITON_ON_CUDA, mixed.TRITON_IN_PLAIN_EAGER = True, False
+        autonorm.TRITON_LAYER_ON_CUDA, autonorm.LAYER_KERNEL_EVERYWHERE = True, False
+        return
     mixed.TRITON_ON_CUDA = path != "eager"
     mixed.TRITON_IN_PLAIN_EAGER = path in ("mixed", "layer")
-    autonorm.TRITON_LAYER_ON_CUDA = path == "layer"
+    autonorm.TRITON_LAYER_ON_CUDA = autonorm.LAYER_KERNEL_EVERYWHERE = path == "layer"
 
 
 def whole_layer_vs_mixed_path(dtype: torch.dtype, hard: bool, padded: bool, rtol: float, atol: float) -> None:

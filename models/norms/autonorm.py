@@ -63,19 +63,54 @@ MAX_ENTROPY = math.log(2.0)
 POST_FREEZE_GATES: tuple[str, ...] = ("sample", "expected", "hard")
 
 
-def layer_kernel_on(environ: Mapping[str, str]) -> bool:
-    """NORMLAB_AUTONORM_LAYER_KERNEL=1 turns the whole-layer CUDA kernel on (default 0)."""
-    value = environ.get("NORMLAB_AUTONORM_LAYER_KERNEL", "0").strip().lower()
-    if value not in ("0", "1", "false", "true", "no", "yes", "off", "on", ""):
-        raise ValueError(f"NORMLAB_AUTONORM_LAYER_KERNEL must be 0 or 1; got {value!r}")
-    return value in ("1", "true", "yes", "on")
+def layer_kernel_mode(environ: Mapping[str, str]) -> str:
+    """NORMLAB_AUTONORM_LAYER_KERNEL: "auto" (default: where an H200 measured it faster, see
+    layer_kernel_pays_off), "on" (1, true, yes, always: every CUDA call it supports) or "off" (0, ...)."""
+    value = environ.get("NORMLAB_AUTONORM_LAYER_KERNEL", "auto").strip().lower() or "auto"
+    if value == "auto":
+        return "auto"
+    if value in ("1", "true", "yes", "on", "always"):
+        return "on"
+    if value in ("0", "false", "no", "off", "never"):
+        return "off"
+    raise ValueError(f"NORMLAB_AUTONORM_LAYER_KERNEL must be auto, 1 or 0; got {value!r}")
 
 
-# The whole layer as one Triton kernel each way on CUDA (models/norms/autonorm_triton.py). Off until a GPU
-# run of benchmarks/gpu_autonorm_kernel.py has timed it against the gate-in-torch path it would replace:
-# it is checked for correctness under Triton's interpreter only. Off, CUDA inputs take the eager gate and
-# the mixed norm (its kernels or its composite, models/norms/mixed.py).
-TRITON_LAYER_ON_CUDA = layer_kernel_on(os.environ)
+# Under "auto", traced or captured calls take the whole-layer kernel up to this row width: one program per
+# sample, so a wide row leaves the GPU under-filled. Measured on an H200 (BENCHMARKS.md, GPU section),
+# forward+backward under CUDA graphs against the mixed-norm kernels it replaces: D = 128 (B 128, T 65)
+# 60 us against 174 us; D = 768 (B 64, T 197) 612 us against 353 us. Widths in between are unmeasured.
+LAYER_KERNEL_MAX_TRACED_DIM = 128
+
+
+def layer_kernel_pays_off(dim: int, *, traced_or_captured: bool, transformed: bool) -> bool:
+    """The "auto" rule, from the H200 measurements: plain eager calls always (host-bound there, and one
+    launch each way beats the ~25 of the gate in torch: 0.9-1.4 ms per forward+backward against 1.6-2.3 ms
+    for the eager composite, at D = 128 and 768, float32 and bf16, in two runs);
+    traced or captured calls up to LAYER_KERNEL_MAX_TRACED_DIM; never under a torch.func transform
+    (stacked seeds), where only the mixed-norm kernels have been measured."""
+    if transformed:
+        return False
+    return not traced_or_captured or dim <= LAYER_KERNEL_MAX_TRACED_DIM
+
+
+# The whole layer as one Triton kernel each way on CUDA (models/norms/autonorm_triton.py). Checked on an
+# H200 against the float64 layer and the mixed-norm path, eager, compiled and captured. Off, CUDA inputs
+# take the eager gate and the mixed norm (its kernels or its composite, models/norms/mixed.py).
+LAYER_KERNEL_MODE = layer_kernel_mode(os.environ)
+TRITON_LAYER_ON_CUDA = LAYER_KERNEL_MODE != "off"
+LAYER_KERNEL_EVERYWHERE = LAYER_KERNEL_MODE == "on"
+
+
+def _layer_kernel_wanted(xs: torch.Tensor) -> bool:
+    """Whether this CUDA call should take the whole-layer kernel (the switch is on: TRITON_LAYER_ON_CUDA)."""
+    if LAYER_KERNEL_EVERYWHERE:
+        return True
+    traced_or_captured = torch.compiler.is_compiling() or (
+        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    )
+    transformed = torch._C._are_functorch_transforms_active()
+    return layer_kernel_pays_off(xs.shape[-1], traced_or_captured=traced_or_captured, transformed=transformed)
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -225,7 +260,7 @@ class AutoNorm(TokenConditionedNorm):
             return None
         if _fast_path_applies(xs) and all_float32(params):
             return autonorm_fused
-        if xs.is_cuda and TRITON_LAYER_ON_CUDA and _TRITON_INSTALLED:
+        if xs.is_cuda and TRITON_LAYER_ON_CUDA and _TRITON_INSTALLED and _layer_kernel_wanted(xs):
             from models.norms.autonorm_triton import autonorm_triton, autonorm_triton_applies
 
             if autonorm_triton_applies(xs, params):

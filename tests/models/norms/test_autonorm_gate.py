@@ -170,11 +170,46 @@ def test_torch_func_grad_over_the_parameters_of_an_autonorm_fed_a_plain_input_ma
         torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
 
 
-def test_the_environment_turns_the_whole_layer_cuda_kernel_on_and_a_typo_is_refused() -> None:
-    from models.norms.autonorm import layer_kernel_on
+def test_the_environment_chooses_the_whole_layer_cuda_kernel_mode_and_a_typo_is_refused() -> None:
+    from models.norms.autonorm import layer_kernel_mode
 
-    assert layer_kernel_on({}) is False
-    assert layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "1"}) is True
-    assert layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "off"}) is False
-    with pytest.raises(ValueError, match="must be 0 or 1; got 'maybe'"):
-        layer_kernel_on({"NORMLAB_AUTONORM_LAYER_KERNEL": "maybe"})
+    assert layer_kernel_mode({}) == "auto"
+    assert layer_kernel_mode({"NORMLAB_AUTONORM_LAYER_KERNEL": " "}) == "auto"
+    for on in ("1", "on", "always", "TRUE"):
+        assert layer_kernel_mode({"NORMLAB_AUTONORM_LAYER_KERNEL": on}) == "on"
+    for off in ("0", "off", "no"):
+        assert layer_kernel_mode({"NORMLAB_AUTONORM_LAYER_KERNEL": off}) == "off"
+    with pytest.raises(ValueError, match="must be auto, 1 or 0; got 'maybe'"):
+        layer_kernel_mode({"NORMLAB_AUTONORM_LAYER_KERNEL": "maybe"})
+
+
+def test_by_default_the_whole_layer_kernel_takes_eager_calls_and_narrow_traced_ones_never_stacked_seeds() -> (
+    None
+):
+    from models.norms.autonorm import LAYER_KERNEL_MAX_TRACED_DIM, layer_kernel_pays_off
+
+    # Plain eager calls: measured faster at both widths timed (128 and 768).
+    assert layer_kernel_pays_off(768, traced_or_captured=False, transformed=False)
+    # Traced or captured (torch.compile, CUDA graphs): faster at 128, slower at 768.
+    assert layer_kernel_pays_off(LAYER_KERNEL_MAX_TRACED_DIM, traced_or_captured=True, transformed=False)
+    assert not layer_kernel_pays_off(
+        LAYER_KERNEL_MAX_TRACED_DIM + 1, traced_or_captured=True, transformed=False
+    )
+    # Stacked seeds (torch.func): not measured with it, so the mixed-norm kernels keep them.
+    for traced in (False, True):
+        assert not layer_kernel_pays_off(64, traced_or_captured=traced, transformed=True)
+
+
+def test_the_auto_rule_reads_whether_a_call_is_traced_or_under_a_torch_func_transform() -> None:
+    from models.norms.autonorm import _layer_kernel_wanted
+
+    assert _layer_kernel_wanted(torch.zeros(2, 3, 768))  # a plain eager call, any width
+    seen: list[bool] = []
+
+    def record(x: torch.Tensor) -> torch.Tensor:
+        seen.append(_layer_kernel_wanted(x))
+        return x
+
+    torch.func.vmap(record)(torch.zeros(4, 2, 3, 64))  # stacked seeds
+    torch.compile(record, backend="eager", fullgraph=False)(torch.zeros(2, 3, 768))  # traced, too wide
+    assert seen == [False, False]

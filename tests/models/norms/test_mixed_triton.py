@@ -406,4 +406,6 @@ def test_by_default_only_traced_or_captured_cuda_calls_launch_the_kernels() -> N
         mixed_triton.mixed_norm_triton = original
     graph.replay()
     assert launched == [True]
-    torch.testing.assert_close(captured, mixed_norm_reference(x, alpha, cl, cd, c0), rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(
+        captured, mixed_norm_reference(x, alpha, cl, cd, c0, EPS), rtol=2e-5, atol=2e-5
+    )
