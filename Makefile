@@ -23,7 +23,7 @@ help:
 	@echo "make test          install, fetch offline data sources, run the whole test suite"
 	@echo "make test-fast     the same, in-process tests only (no servers, no subprocesses): a few minutes"
 	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
-	@echo "make bench-gpu     on a CUDA machine with torch (no venv): the GPU benchmarks into gpu-bench/, ~8 min"
+	@echo "make bench-gpu     on a CUDA machine with torch (no venv): CUDA tests + GPU benchmarks into gpu-bench/, ~12 min"
 	@echo "make data-offline  install the offline dataset sources (science.md section 5)"
 	@echo "make browser       install Chromium for the browser tests (Debian package; they skip without one)"
 
@@ -63,10 +63,16 @@ bench: $(STAMP) data-offline
 # the venv: a GPU box need not install the service. Raw tables go to $(GPU_OUT); BENCHMARKS.md's GPU
 # section is benchmarks/gpu_results.md, updated by hand from them (it carries the readings).
 GPU_OUT ?= gpu-bench
+# The Triton tests also run on CUDA there (their CUDA-only tests skip everywhere else); a failure is
+# reported and the timings still run. --noconftest: the suite's conftest needs the service's packages.
 bench-gpu:
 	mkdir -p $(GPU_OUT)
 	$(PYTHON) benchmarks/gpu_autonorm_kernel.py --compile > $(GPU_OUT)/kernels.md 2>&1; status=$$?; \
 		cat $(GPU_OUT)/kernels.md; exit $$status
+	$(PYTHON) -m pytest --noconftest -p no:cacheprovider -o addopts=-ra tests/models/norms/test_autonorm_triton.py \
+		tests/models/norms/test_mixed_triton.py > $(GPU_OUT)/tests.log 2>&1 \
+		|| echo "bench-gpu: CUDA tests FAILED, see $(GPU_OUT)/tests.log"; tail -n 3 $(GPU_OUT)/tests.log
+	$(PYTHON) benchmarks/gpu_step_profile.py --out $(GPU_OUT)/step_profile.md
 	$(PYTHON) benchmarks/gpu.py --out $(GPU_OUT)/trials.md
 	$(PYTHON) benchmarks/gpu_packing.py --out $(GPU_OUT)/packing.md
 

@@ -132,7 +132,12 @@ class _BlockImports(importlib.abc.MetaPathFinder):
 class TrialStep:
     """One trial's model, optimizer and synthetic data; calling it runs one training step of the loop."""
 
-    def __init__(self, method: str, mode: str, sizes: Sizes, device: Any, *, seed: int = 0) -> None:
+    # The phases of a step, as torch.profiler ranges when `phases` is on (benchmarks/gpu_step_profile.py).
+    PHASES = ("batch", "forward", "gate_entropy", "loss", "backward", "clip", "optimizer")
+
+    def __init__(
+        self, method: str, mode: str, sizes: Sizes, device: Any, *, seed: int = 0, phases: bool = False
+    ) -> None:
         import torch
 
         from models import build_model
@@ -170,6 +175,13 @@ class TrialStep:
         self._batches: Iterator[tuple[Any, Any]] = iter(())
         self.loss_sum = torch.zeros((), device=device)
         self.amp = device.type == "cuda"
+        self.phases = phases
+
+    def _phase(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        """A profiler range named step/<name> when phases are on; nothing otherwise (the timed runs)."""
+        import torch
+
+        return torch.profiler.record_function(f"step/{name}") if self.phases else contextlib.nullcontext()
 
     def _next_batch(self) -> tuple[Any, Any]:
         import torch
@@ -186,20 +198,26 @@ class TrialStep:
         import torch
         from torch import nn
 
-        x, y = self._next_batch()
-        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        x = self.augmenter(x)
+        with self._phase("batch"):
+            x, y = self._next_batch()
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            x = self.augmenter(x)
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.amp else contextlib.nullcontext()
-        with autocast:
+        with self._phase("forward"), autocast:
             output = self.forward(x)
-        self.gates.update()
-        loss = self.loss_fn(output, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.loss_sum += loss.detach() * x.shape[0]
+        with self._phase("gate_entropy"):
+            self.gates.update()
+        with self._phase("loss"):
+            loss = self.loss_fn(output, y)
+        with self._phase("backward"):
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with self._phase("clip"):
+            nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        with self._phase("optimizer"):
+            self.optimizer.step()
+            self.scheduler.step()
+            self.loss_sum += loss.detach() * x.shape[0]
 
 
 def _synchronize(device: Any) -> None:
