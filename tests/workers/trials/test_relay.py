@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from service.stack.processes import wait_until
 from tests.workers.trials.trial_configs import TINY_TRIAL
 
 CONFIG = {**TINY_TRIAL, "study_id": "study-relay", "phase": "final"}
@@ -140,12 +141,28 @@ def test_a_relay_that_knew_a_dead_host_passes_it_over_and_starts_a_new_one(ray_c
     first_pid = ray.get(first.state.remote())["pid"]
     first.release.remote("first")
     ray.kill(first)
+    # ray.kill returns before the actor is gone; a claim in between meets a dying host that still answers
+    # (the relay's start then fails and the trial trains in its own process). This test is about a dead one.
+    assert wait_until(lambda: _is_dead(first), timeout=30)
 
     second = claim_trial_host("second", node, 1.0)  # the dead host is tried first: it used it last
     assert second is not None and ray.get(second.state.remote())["pid"] != first_pid
     second.release.remote("second")
     third = claim_trial_host("third", node, 1.0)  # the dead one's replacement, once it is up, or the other
     assert third is not None and ray.get(third.state.remote())["pid"] != first_pid
+
+
+def _is_dead(host) -> bool:  # type: ignore[no-untyped-def]
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    try:
+        ray.get(host.state.remote(), timeout=5)
+    except RayActorError:
+        return True
+    except GetTimeoutError:
+        return False
+    return False
 
 
 class HostOfAnOlderRelease:
