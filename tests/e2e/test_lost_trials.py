@@ -56,8 +56,14 @@ def _kill_as_a_trial_starts_after_another_ended(service, study_id: str) -> None:
     pytest.fail(f"study {study_id} never started a trial after one ended:\n{service.log_tail()}")
 
 
-def test_trials_lost_with_a_killed_driver_keep_a_killed_run_and_are_not_counted_done(running_service):
-    service = running_service
+# Where the kill lands after Tune's snapshot after all (the machine is slow, and Tune snapshots when a trial
+# ends), nothing is lost and the scenario did not happen: a new study tries again, up to this many times.
+ATTEMPTS_TO_LOSE_A_TRIAL = 3
+
+
+def _study_whose_driver_is_killed_once(service) -> tuple[dict, list]:  # type: ignore[no-untyped-def]
+    """Run one study, SIGKILL its driver as a trial starts after another ended, and check the bookkeeping
+    every such study must keep, lost trial or not; returns the study and its trials."""
     with service.client() as client:
         created = client.post("/studies", json=SPEC, headers=service.auth())
         assert created.status_code == 201, created.text
@@ -76,14 +82,23 @@ def test_trials_lost_with_a_killed_driver_keep_a_killed_run_and_are_not_counted_
     assert (progress["done"], progress["succeeded"], progress["cancelled"]) == (progress["planned"],) * 2 + (
         0,
     )
+    return study, study_trials(service, study_id)
 
-    trials = study_trials(service, study_id)
-    lost = [t for t in trials if t.status != "succeeded"]
-    assert lost, "no trial was lost: Tune snapshotted the new trial before the kill"
+
+def test_trials_lost_with_a_killed_driver_keep_a_killed_run_and_are_not_counted_done(running_service):
+    service = running_service
+    for _ in range(ATTEMPTS_TO_LOSE_A_TRIAL):
+        study, trials = _study_whose_driver_is_killed_once(service)
+        lost = [t for t in trials if t.status != "succeeded"]
+        if lost:
+            break
+    assert lost, (
+        f"no trial was lost in {ATTEMPTS_TO_LOSE_A_TRIAL} studies: Tune snapshotted each new trial first"
+    )
     assert all(t.status == "cancelled" and t.error.startswith("the study's driver died") for t in lost), [
         (t.trial_key, t.status, t.error) for t in lost
     ]
-    assert len(trials) - len(lost) == progress["planned"]
+    assert len(trials) - len(lost) == study["progress"]["planned"]
 
     mlflow = MlflowClient(service.mlflow_url)
 
