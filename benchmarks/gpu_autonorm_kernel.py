@@ -39,6 +39,7 @@ mixed-norm path. So at D = 128 the "whole-layer Triton" rows are what an AutoNor
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -173,9 +174,13 @@ def use_path(path: str | None) -> None:
     where its "auto" rule takes it (models/norms/autonorm.py, layer_kernel_pays_off)."""
     from models.norms import autonorm, mixed
 
-    if path is None:
-        mixed.TRITON_ON_CUDA, mixed.TRITON_IN_PLAIN_EAGER = True, False
-        autonorm.TRITON_LAYER_ON_CUDA, autonorm.LAYER_KERNEL_EVERYWHERE = True, False
+    if path is None:  # what the modules set at import, from the environment of this run
+        mode, layer_mode = mixed.gpu_kernel_mode(os.environ), autonorm.layer_kernel_mode(os.environ)
+        mixed.TRITON_ON_CUDA, mixed.TRITON_IN_PLAIN_EAGER = mode != "off", mode == "always"
+        autonorm.TRITON_LAYER_ON_CUDA, autonorm.LAYER_KERNEL_EVERYWHERE = (
+            layer_mode != "off",
+            layer_mode == "on",
+        )
         return
     mixed.TRITON_ON_CUDA = path != "eager"
     mixed.TRITON_IN_PLAIN_EAGER = path in ("mixed", "layer")

@@ -8,16 +8,19 @@ forward+backward was level (1.06x), so the gap lies outside the captured model; 
 method and mode (eager; CUDA graphs, i.e. compile reduce-overhead) the step of benchmarks/gpu.py (the
 training loop's step, `TrialStep`) is warmed up, its wall time per step is taken without the profiler, and
 then `--steps` steps run under torch.profiler with each phase of the step as a range (`TrialStep.PHASES`:
-batch, forward, gate_entropy, loss, backward, clip, optimizer). Per phase: host time (CPU time inside the
-range, per step) and device time (the kernels it launched, per step; 0 on CPU). Needs only torch and the
+batch, forward, gate_entropy, loss, backward, clip, optimizer). Per phase: host time (the range's wall time on the
+step's thread, per step) and device time (every kernel launched while the range was open, from any
+thread: the backward runs on autograd's own; per step; 0 on CPU). Needs only torch and the
 torch-only packages gpu.py needs (models/, workers/training); SYNTHETIC data, speed only.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,13 +43,44 @@ from benchmarks.gpu import (  # noqa: E402
 MODES = {"none": "eager", "reduce-overhead": "CUDA graphs"}
 
 
-def _device_us(event: Any) -> float:
-    """An event's device time in microseconds, under the name this torch release gives it."""
-    for name in ("device_time_total", "cuda_time_total"):
+def _self_device_us(event: Any) -> float:
+    """The device time of the kernels an event itself launched (not its children's), in microseconds."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
         value = getattr(event, name, None)
         if value is not None:
             return float(value)
     return 0.0
+
+
+def _on_host(event: Any) -> bool:
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+def phase_times(events: Iterable[Any], steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(host, device) ms per step of each phase, from torch.profiler's events.
+
+    Host: the wall time of the phase's range on the thread that ran the step. Device: every kernel launched
+    while that range was open, from any thread, each counted once (by the event that launched it): the
+    backward's ops run on autograd's own thread, so they are not among the range's children, and a sum
+    over children would give the backward no device time. A range is counted once, on the host (on CUDA it
+    also shows up as a GPU-side annotation)."""
+    events = [event for event in events if _on_host(event)]
+    ranges = sorted(
+        (event.time_range.start, event.time_range.end, event.name.removeprefix("step/"))
+        for event in events
+        if event.name.startswith("step/") and event.name.removeprefix("step/") in TrialStep.PHASES
+    )
+    host = dict.fromkeys(TrialStep.PHASES, 0.0)
+    device = dict.fromkeys(TrialStep.PHASES, 0.0)
+    for start, end, phase in ranges:
+        host[phase] += (end - start) / 1000 / steps
+    starts = [start for start, _, _ in ranges]
+    for event in events:
+        launched = _self_device_us(event)
+        index = bisect.bisect_right(starts, event.time_range.start) - 1
+        if launched and index >= 0 and event.time_range.start < ranges[index][1]:
+            device[ranges[index][2]] += launched / 1000 / steps
+    return host, device
 
 
 def profile_step(method: str, mode: str, sizes: Sizes, device: Any, steps: int) -> dict[str, Any]:
@@ -63,19 +97,7 @@ def profile_step(method: str, mode: str, sizes: Sizes, device: Any, steps: int) 
             step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-    host = dict.fromkeys(TrialStep.PHASES, 0.0)
-    gpu = dict.fromkeys(TrialStep.PHASES, 0.0)
-    for event in prof.events():
-        if not event.name.startswith("step/"):
-            continue
-        phase = event.name.removeprefix("step/")
-        if phase not in host:
-            continue
-        # A range shows up on the host (its CPU time and the device time of what it launched) and, on CUDA,
-        # once more as a GPU-side annotation; count the host one only, so nothing is counted twice.
-        if getattr(event, "device_type", None) is not None and str(event.device_type).endswith("CPU"):
-            host[phase] += event.cpu_time_total / 1000 / steps
-            gpu[phase] += _device_us(event) / 1000 / steps
+    host, gpu = phase_times(prof.events(), steps)
     return {"wall_ms": elapsed / count * 1000, "host_ms": host, "device_ms": gpu}
 
 
@@ -85,7 +107,8 @@ def render(results: dict[tuple[str, str], dict[str, Any]], device_name: str, ste
         "",
         f"Device: {device_name}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {steps} profiled steps"
         f"{'; SMOKE RUN (tiny sizes, CPU): not a measurement' if smoke else ''}. Wall: ms per step without the"
-        " profiler. Host: CPU time inside the phase; device: the kernels it launched (ms per step).",
+        " profiler. Host: the phase's wall time on the step's thread; device: the kernels launched while it ran,"
+        " from any thread (ms per step).",
         "",
         "| method | mode | wall ms/step | "
         + " | ".join(f"{p} host / device" for p in TrialStep.PHASES)

@@ -85,8 +85,8 @@ LAYER_KERNEL_MAX_TRACED_DIM = 128
 
 def layer_kernel_pays_off(dim: int, *, traced_or_captured: bool, transformed: bool) -> bool:
     """The "auto" rule, from the H200 measurements: plain eager calls always (host-bound there, and one
-    launch each way beats the ~25 of the gate in torch: 0.9-1.4 ms per forward+backward against 1.6-2.3 ms
-    for the eager composite, at D = 128 and 768, float32 and bf16, in two runs);
+    launch each way beats the ~25 of the gate in torch: 0.94-1.04 ms per forward+backward against
+    1.60-1.95 ms for the eager composite, at D = 128 and 768, float32 and bf16);
     traced or captured calls up to LAYER_KERNEL_MAX_TRACED_DIM; never under a torch.func transform
     (stacked seeds), where only the mixed-norm kernels have been measured."""
     if transformed:

@@ -326,8 +326,9 @@ class _RefuseDoubleBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):  # type: ignore[no-untyped-def,override]
         raise RuntimeError(
-            "The Triton mixed norm has no double backward; set models.norms.mixed.TRITON_ON_CUDA = False "
-            "to differentiate the eager composite twice."
+            "The Triton norm kernels have no double backward; NORMLAB_GPU_NORM_KERNELS=off and "
+            "NORMLAB_AUTONORM_LAYER_KERNEL=0 (or models.norms.mixed.TRITON_ON_CUDA and "
+            "models.norms.autonorm.TRITON_LAYER_ON_CUDA = False) differentiate the eager composite twice."
         )
 
 

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,3 +47,30 @@ def test_the_smoke_profile_times_every_phase_of_both_methods_in_both_modes(tmp_p
             for phase in ("forward", "backward", "optimizer"):  # each really ran inside its range
                 assert host[phase] > 0, (method, mode, phase)
     assert re.search(r"\| CUDA graphs \| [\d.]+x \|", table)  # the AutoNorm-S / FrozenLN ratios
+
+
+def _event(name, start, end, device_us=0.0, device_type="DeviceType.CPU"):  # type: ignore[no-untyped-def]
+    return SimpleNamespace(
+        name=name,
+        time_range=SimpleNamespace(start=start, end=end),
+        self_device_time_total=device_us,
+        device_type=device_type,
+    )
+
+
+def test_a_phase_gets_the_kernels_launched_while_it_ran_from_any_thread_each_once():
+    from benchmarks.gpu_step_profile import phase_times
+
+    events = [
+        _event("step/forward", 0, 1000),
+        _event("aten::mm", 10, 20, device_us=500),  # the step's own thread
+        _event("step/backward", 1000, 3000),
+        # The backward's ops run on autograd's thread: no child of the range, but launched while it ran.
+        _event("autograd::engine::evaluate_function: MmBackward0", 1200, 1300, device_us=800),
+        _event("step/backward", 1050, 2900, device_us=9999, device_type="DeviceType.CUDA"),  # GPU-side copy
+        _event("aten::add", 3500, 3600, device_us=70),  # between steps: no phase
+    ]
+    host, device = phase_times(events, steps=2)
+    assert host["forward"] == 0.5 and host["backward"] == 1.0  # ms per step
+    assert device["forward"] == 0.25 and device["backward"] == 0.4
+    assert sum(device.values()) == 0.65

@@ -200,8 +200,13 @@ def test_by_default_the_whole_layer_kernel_takes_eager_calls_and_narrow_traced_o
         assert not layer_kernel_pays_off(64, traced_or_captured=traced, transformed=True)
 
 
-def test_the_auto_rule_reads_whether_a_call_is_traced_or_under_a_torch_func_transform() -> None:
+def test_the_auto_rule_reads_whether_a_call_is_traced_or_under_a_torch_func_transform(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from models.norms import autonorm
     from models.norms.autonorm import _layer_kernel_wanted
+
+    monkeypatch.setattr(autonorm, "LAYER_KERNEL_EVERYWHERE", False)  # "auto", whatever this shell exported
 
     assert _layer_kernel_wanted(torch.zeros(2, 3, 768))  # a plain eager call, any width
     seen: list[bool] = []

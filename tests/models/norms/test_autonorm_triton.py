@@ -219,8 +219,10 @@ def test_on_cuda_the_switched_on_layer_runs_the_kernels_and_matches_its_eager_pa
     # With bf16 inputs the eager path pools and gates in bf16: off the float64 layer by up to 0.19 past
     # this tolerance in some parameter gradient (20 draws on CPU), while the kernels accumulate in float32
     # and stay within it. So bf16 is held to the float64 layer, float32 to the eager path it replaces.
+    monkeypatch.setattr(autonorm_module, "TRITON_LAYER_ON_CUDA", False)  # the eager path it replaces
     want = run() if dtype == torch.float32 else reference_run(layer, x, upstream, monkeypatch)
     monkeypatch.setattr(autonorm_module, "TRITON_LAYER_ON_CUDA", True)
+    monkeypatch.setattr(autonorm_module, "LAYER_KERNEL_EVERYWHERE", True)
     monkeypatch.setattr(autonorm_triton, "_direct_launch", lambda: True)
     fused = run()
     assert "_AutoNormTritonFunctionBackward" in type(layer(x).grad_fn).__name__

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from models.norms import AutoNorm, DyT, FiLMNorm, RandomSelectorNorm
+from models.norms import autonorm as autonorm_module
 from models.norms import mixed as mixed_module
 from models.norms.mixed import mixed_norm, mixed_norm_reference
 
@@ -308,6 +309,8 @@ def test_every_mixed_norm_layer_on_cuda_matches_its_eager_path_with_gradients(
     layer_cls: type[torch.nn.Module], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(mixed_module, "TRITON_IN_PLAIN_EAGER", True)  # the kernels in plain eager calls too
+    # AutoNorm's own whole-layer kernel would take this D = 128 layer by default (test_autonorm_triton.py)
+    monkeypatch.setattr(autonorm_module, "TRITON_LAYER_ON_CUDA", False)
     layer = layer_cls(128).to(DEVICE).eval()  # eval: no Gumbel or uniform draws, the same gates twice
     with torch.no_grad():
         for param in layer.parameters():
@@ -335,6 +338,9 @@ def test_torch_compile_traces_autonorm_through_the_kernels_without_a_graph_break
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(mixed_module, "TRITON_IN_PLAIN_EAGER", True)  # the eager run takes the kernels too
+    monkeypatch.setattr(
+        autonorm_module, "TRITON_LAYER_ON_CUDA", False
+    )  # the mixed-norm path, not the layer's
     layer = AutoNorm(128).to(DEVICE).eval()  # eval: the same gates in both runs
     with torch.no_grad():
         layer.selector.fc2.weight.normal_(std=0.5)
