@@ -39,7 +39,6 @@ mixed-norm path. So at D = 128 the "whole-layer Triton" rows are what an AutoNor
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -54,6 +53,8 @@ import torch  # noqa: E402
 
 SHAPES = ((128, 65, 128), (64, 197, 768))  # (B, T, D): the ViT-Lite paper layer and a ViT-B/16 layer
 WARMUP_CALLS = 10
+# The kernel switches as the modules set them at import (use_path(None) restores them).
+_IMPORT_DEFAULTS: list[bool] = []
 EPS = 1e-5
 
 
@@ -174,13 +175,13 @@ def use_path(path: str | None) -> None:
     where its "auto" rule takes it (models/norms/autonorm.py, layer_kernel_pays_off)."""
     from models.norms import autonorm, mixed
 
-    if path is None:  # what the modules set at import, from the environment of this run
-        mode, layer_mode = mixed.gpu_kernel_mode(os.environ), autonorm.layer_kernel_mode(os.environ)
-        mixed.TRITON_ON_CUDA, mixed.TRITON_IN_PLAIN_EAGER = mode != "off", mode == "always"
-        autonorm.TRITON_LAYER_ON_CUDA, autonorm.LAYER_KERNEL_EVERYWHERE = (
-            layer_mode != "off",
-            layer_mode == "on",
-        )
+    switches = ((mixed, "TRITON_ON_CUDA"), (mixed, "TRITON_IN_PLAIN_EAGER"),
+                (autonorm, "TRITON_LAYER_ON_CUDA"), (autonorm, "LAYER_KERNEL_EVERYWHERE"))  # fmt: skip
+    if not _IMPORT_DEFAULTS:  # what the modules set at import, from this run's environment
+        _IMPORT_DEFAULTS.extend(getattr(module, name) for module, name in switches)
+    if path is None:
+        for (module, name), value in zip(switches, _IMPORT_DEFAULTS, strict=True):
+            setattr(module, name, value)
         return
     mixed.TRITON_ON_CUDA = path != "eager"
     mixed.TRITON_IN_PLAIN_EAGER = path in ("mixed", "layer")

@@ -39,6 +39,8 @@ from models.norms.conditioning import TokenConditionedNorm
 from models.norms.mixed import (
     _TRITON_INSTALLED,
     _fast_path_applies,
+    _traced_or_captured,
+    _under_torch_func,
     all_float32,
     as_samples,
     mixed_norm,
@@ -106,11 +108,9 @@ def _layer_kernel_wanted(xs: torch.Tensor) -> bool:
     """Whether this CUDA call should take the whole-layer kernel (the switch is on: TRITON_LAYER_ON_CUDA)."""
     if LAYER_KERNEL_EVERYWHERE:
         return True
-    traced_or_captured = torch.compiler.is_compiling() or (
-        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    return layer_kernel_pays_off(
+        xs.shape[-1], traced_or_captured=_traced_or_captured(), transformed=_under_torch_func()
     )
-    transformed = torch._C._are_functorch_transforms_active()
-    return layer_kernel_pays_off(xs.shape[-1], traced_or_captured=traced_or_captured, transformed=transformed)
 
 
 def gate_entropy(probs: torch.Tensor) -> torch.Tensor:

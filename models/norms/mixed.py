@@ -157,16 +157,23 @@ TRITON_IN_PLAIN_EAGER = _MODE == "always"
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 
 
+def _traced_or_captured() -> bool:
+    """Whether this call's launches are traced (torch.compile) or captured (a CUDA graph), not plain eager."""
+    return torch.compiler.is_compiling() or (
+        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    )
+
+
+def _under_torch_func() -> bool:
+    """Whether a torch.func transform is active (vmap over stacked seeds, grad, jacrev)."""
+    return torch._C._are_functorch_transforms_active()
+
+
 def _triton_pays_off() -> bool:
     """Whether a CUDA call should launch the Triton kernels: under torch.compile (Inductor launches them),
     while a CUDA graph is being captured, under a torch.func transform (vmap over stacked seeds, where
     the kernels' batching rules fold the seeds into one launch), or everywhere with TRITON_IN_PLAIN_EAGER."""
-    return (
-        TRITON_IN_PLAIN_EAGER
-        or torch.compiler.is_compiling()
-        or torch._C._are_functorch_transforms_active()
-        or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
-    )
+    return TRITON_IN_PLAIN_EAGER or _traced_or_captured() or _under_torch_func()
 
 
 def _per_token(coefficient: torch.Tensor) -> torch.Tensor:

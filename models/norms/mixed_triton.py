@@ -68,9 +68,8 @@ def _mixed_norm_forward_kernel(
     tokens, dim, alpha_stride, cl_stride, cd_stride, c0_stride, tokens_per_program, eps,
     USE_LN: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    eps = tl.cast(
-        eps, tl.float32
-    )  # Inductor may pass Python floats as float64 scalars; the math stays float32
+    # Inductor may pass Python floats as float64 scalars; the math stays float32.
+    eps = tl.cast(eps, tl.float32)
     sample = tl.program_id(0).to(tl.int64)
     first_token = tl.program_id(1) * tokens_per_program
     end_token = tl.minimum(first_token + tokens_per_program, tokens)
