@@ -8,8 +8,11 @@
 - branch Jacobian J_f = W_down diag(act'(W_up x)) W_up in closed form;
 - mean-spike ratio ||mean component of Z|| / ||Z||, and the mean the blocks add (its size per depth);
 - branch-to-skip ratio of every residual unit: ||branch contribution|| / ||skip input||;
-- the soft count of a branch's hidden units that pass gradient, sum_i act'(z_i)^2 / d (the count the
-  paper's width threshold 1 / E[act'(z)^2] is about).
+- the branch Jacobians' spectra at the inputs each branch really sees: normalised effective rank,
+  numerical full rank, and sigma_min in units of the square-matrix hard edge (d sigma_min / RMS sigma),
+  each beside the same measurement on a Gaussian null model of the same shapes;
+- the soft count of a branch's hidden units that pass gradient, sum_i act'(z_i)^2 / d (a diagnostic:
+  (m/d) E[act'(z)^2] by construction).
 
 Everything works on any backbone with `embed(x) -> (B, T, D)`, `attention_mask(x)`, `token_mask(x)`,
 `blocks` and `forward_blocks(h, mask, token_mask)` (every model `models.build_model` returns). A model
@@ -23,6 +26,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import cast
 
@@ -41,14 +45,20 @@ __all__ = [
     "activation_derivative_power",
     "branch_active_widths",
     "branch_jacobian",
+    "branch_jacobian_spectra",
+    "branch_jacobian_summary",
     "branch_skip_ratios",
     "depth_jacobian_eranks",
     "effective_rank",
+    "gaussian_null_spectrum",
     "hidden_states",
     "init_rank_report",
     "input_output_jacobian",
     "mean_spike_ratio",
     "representation_eranks",
+    "scale_free_smin",
+    "spectrum_erank",
+    "spectrum_is_full_rank",
     "token_jacobian",
 ]
 
@@ -57,14 +67,36 @@ def effective_rank(matrix: torch.Tensor, normalize: bool = False) -> float:
     """Roy-Vetterli effective rank of a 2-D matrix, in [1, min(shape)] (or (0, 1] normalised)."""
     if matrix.dim() != 2:
         raise ValueError(f"effective_rank needs a 2-D matrix, got shape {tuple(matrix.shape)}")
-    s = torch.linalg.svdvals(matrix.detach().double())
+    erank = spectrum_erank(torch.linalg.svdvals(matrix.detach().double()))
+    return erank / min(matrix.shape) if normalize else erank
+
+
+def spectrum_erank(s: torch.Tensor) -> float:
+    """Roy-Vetterli effective rank exp(H(s / sum(s))) of a vector of singular values (unnormalised)."""
     total = s.sum()
     if total <= 0:
         return 0.0
     p = s / total
     p = p[p > 0]
-    erank = float(torch.exp(-(p * p.log()).sum()))
-    return erank / min(matrix.shape) if normalize else erank
+    return float(torch.exp(-(p * p.log()).sum()))
+
+
+def scale_free_smin(s: torch.Tensor) -> float:
+    """n sigma_min / RMS(sigma) of the n singular values of a square n x n matrix (descending order).
+
+    Why n and the RMS: dividing by the RMS singular value (||J||_F / sqrt(n)) removes the matrix's scale
+    with the most stable statistic of its spectrum; the factor n removes its size. A full-rank square
+    random matrix has its smallest singular value at the hard edge, about RMS / n (Edelman: a square
+    Gaussian matrix's n sigma_min / RMS has an O(1) limit law), so sigma_min / RMS or sigma_min /
+    sigma_max alone shrink like 1/n at every width; times n they are comparable across widths and
+    sizes: O(0.1-1) when the matrix is full rank, float64 round-off (~1e-15) when it is singular."""
+    rms = s.pow(2).mean().sqrt()
+    return float(s.shape[0] * s[-1] / rms) if rms > 0 else 0.0
+
+
+def spectrum_is_full_rank(s: torch.Tensor) -> bool:
+    """Numerical full rank as numpy's and torch's matrix_rank decide it: sigma_min > n eps sigma_max."""
+    return bool(s[-1] > s[0] * s.shape[0] * torch.finfo(s.dtype).eps)
 
 
 def mean_spike_ratio(z: torch.Tensor) -> float:
@@ -185,7 +217,8 @@ def branch_jacobian_ranks(model: nn.Module, example_input: torch.Tensor, token: 
     (token `token` of one example, after whatever norm precedes it), float64.
 
     The width-threshold claim: J_f is full rank only when m/d > 1 / p(act) (ReLU: 2). For GELU this rank
-    is full for every m >= d (GELU' never vanishes): see `branch_active_widths` for the paper's count."""
+    is full for every m >= d (GELU' never vanishes). Over several tokens, with a Gaussian null model
+    beside it: `branch_jacobian_summary`."""
     stack, branch_inputs = _branch_inputs(model, example_input)
     activation = stack.config.activation
     ranks = []
@@ -196,18 +229,104 @@ def branch_jacobian_ranks(model: nn.Module, example_input: torch.Tensor, token: 
     return ranks
 
 
+BRANCH_JACOBIAN_TOKENS = (
+    4  # tokens per example whose branch Jacobians are measured (x blocks: 32 at 8 blocks)
+)
+
+
+def gaussian_null_spectrum(
+    dim: int,
+    hidden: int,
+    activation: str,
+    pre_rms: float,
+    generator: torch.Generator,
+    two_matrix: bool = True,
+) -> torch.Tensor:
+    """Singular values of the branch Jacobian of a Gaussian null model with the branch's shapes:
+    W_down (d, m) and W_up (m, d) with i.i.d. Gaussian entries and slopes act'(z) at i.i.d. pre-activations
+    z ~ N(0, pre_rms^2), independent of W_up (one_matrix: diag(act'(z)) W, d x d). The weights' scale
+    cancels in every scale-free measure, so only the shapes, the activation and the pre-activations'
+    spread matter. For ReLU it has rank min(d, k), k ~ Binomial(m, 1/2) active units."""
+    up = torch.randn(hidden, dim, generator=generator, dtype=torch.float64)
+    z = pre_rms * torch.randn(hidden, generator=generator, dtype=torch.float64)
+    inner = activation_derivative(activation, z).unsqueeze(1) * up
+    if two_matrix:
+        inner = torch.randn(dim, hidden, generator=generator, dtype=torch.float64) @ inner
+    return torch.linalg.svdvals(inner)
+
+
+def branch_jacobian_spectra(
+    model: nn.Module, example_input: torch.Tensor, tokens: int = BRANCH_JACOBIAN_TOKENS
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Singular values of every block's MLP-branch Jacobian J_f at the first `tokens` inputs the branch
+    really sees (after whatever norm precedes it), float64, and as many spectra of the Gaussian null model
+    (`gaussian_null_spectrum`) at the branch's shapes and the RMS of its measured pre-activations.
+
+    The null's generator is seeded from the branch's own weights (crc32 of W_up): deterministic, different
+    for every model seed, and the global RNG, which training goes on to use, is left untouched."""
+    stack, branch_inputs = _branch_inputs(model, example_input)
+    activation = stack.config.activation
+    measured: list[torch.Tensor] = []
+    null: list[torch.Tensor] = []
+    for branch, branch_input in branch_inputs:
+        vectors = branch_input[:tokens]
+        up = branch.fc_up
+        with torch.no_grad():
+            pre = vectors @ up.weight.double().T + (up.bias.double() if up.bias is not None else 0.0)
+            weights = up.weight.detach().double().contiguous().numpy().tobytes()
+            generator = torch.Generator().manual_seed(zlib.crc32(weights))
+            for vector in vectors:
+                measured.append(torch.linalg.svdvals(branch_jacobian(branch, vector, activation).detach()))
+                null.append(
+                    gaussian_null_spectrum(
+                        vectors.shape[-1], up.out_features, activation, float(pre.pow(2).mean().sqrt()),
+                        generator, two_matrix=branch.branch == "two_matrix",
+                    )
+                )  # fmt: skip
+    return measured, null
+
+
+def branch_jacobian_summary(
+    model: nn.Module, example_input: torch.Tensor, tokens: int = BRANCH_JACOBIAN_TOKENS
+) -> dict[str, float]:
+    """The branch Jacobians' spectra in three numbers, each the mean over blocks and tokens, beside the
+    same mean over the Gaussian null model (`<name>_null`); {} for a stack without MLP branches.
+
+    - `init_branch_jacobian_full_rank`: the fraction of J_f that are numerically full rank;
+    - `init_branch_jacobian_smin`: d sigma_min / RMS sigma (`scale_free_smin`): ~1e-15 when singular,
+      O(0.1-1) when full rank (J_f is square, so its sigma_min sits at the hard edge ~RMS / d even far
+      above any threshold: the Marchenko-Pastur edge (sqrt(k) - sqrt(d))^2 of one k x d factor does not
+      carry over to the d x d product);
+    - `init_branch_jacobian_erank`: the normalised effective rank of J_f.
+
+    The paper's width threshold: J_f is full rank only when m/d > 1 / E[act'(z)^2]. For ReLU, J_f =
+    W_down[:, A] W_up[A, :] over the k active units, rank min(d, k) almost surely with k ~ m/2, so the
+    full-rank fraction steps from 0 to 1 around m/d = 2. GELU' never vanishes: J_f is full rank at every
+    m >= d."""
+    measured, null = branch_jacobian_spectra(model, example_input, tokens)
+    if not measured:
+        return {}
+    report: dict[str, float] = {}
+    for suffix, spectra in (("", measured), ("_null", null)):
+        count = len(spectra)
+        report[f"init_branch_jacobian_full_rank{suffix}"] = sum(map(spectrum_is_full_rank, spectra)) / count
+        report[f"init_branch_jacobian_smin{suffix}"] = sum(map(scale_free_smin, spectra)) / count
+        report[f"init_branch_jacobian_erank{suffix}"] = (
+            sum(spectrum_erank(s) / s.shape[0] for s in spectra) / count
+        )
+    return report
+
+
 def branch_active_widths(model: nn.Module, example_input: torch.Tensor) -> list[float]:
     """Per block, the soft count of the branch's hidden units that pass gradient, per model width:
     sum_i act'(z_i)^2 / d at the pre-activations z = W_up x + b the branch really sees, averaged over the
     example's tokens (float64).
 
-    Why this count: the paper's threshold m/d > 1 / p(act), p = E[act'(z)^2], says J_f = W_down
-    diag(act') W_up is full rank once m * p, the hidden units weighted by their squared gain, reaches d.
-    For ReLU the squared gain is 0 or 1, so the count is the number of active units and
-    rank(J_f) = min(d, count) almost surely: at one token, min(1, this) is `branch_jacobian_ranks`. GELU' never
-    vanishes, so J_f's numerical rank is full for every m >= d and cannot show the paper's 2.19; this
-    count can. It is not clipped at 1, so an average over tokens, blocks and seeds locates where it
-    crosses 1 without the bias a clipped mean has near the threshold."""
+    A diagnostic, not the paper's quantity: its mean is (m/d) E[act'(z)^2] by construction, so it
+    crosses 1 at m/d = 1 / p(act) for any activation, whatever J_f does. For ReLU the squared gain is 0
+    or 1, so the count is the number of active units and rank(J_f) = min(d, count) almost surely: at
+    one token, min(1, this) is `branch_jacobian_ranks`. For GELU, J_f is full rank at every m >= d
+    while this count is below 1 up to m/d = 2.19. The rank itself: `branch_jacobian_summary`."""
     stack, branch_inputs = _branch_inputs(model, example_input)
     activation = stack.config.activation
     widths = []
@@ -307,7 +426,10 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
     `init_mean_spike_<l>` (mean-spike ratio), `init_mean_drift_<l>` (RMS of the mean token the blocks have
     added, ||mean(Z_l) - mean(Z_0)|| / sqrt(D)), `init_stream_rms_<l>` (||Z_l||_F / sqrt(T D)); per
     residual unit k = 0..K-1, `init_branch_skip_ratio_<k>` (what unit k+1 adds over the stream h_k it
-    reads); for token-wise stacks, `init_erank_jacobian_<l>` (l = 1..L) as well."""
+    reads); for token-wise stacks, `init_erank_jacobian_<l>` (l = 1..L) as well. For stacks with MLP
+    branches, the branch Jacobian's `init_branch_jacobian_{full_rank,smin,erank}` and their Gaussian-null
+    counterparts (`branch_jacobian_summary`), `init_branch_rank` (numerical rank / d at `token`) and the
+    diagnostic `init_branch_active_width`."""
     jacobian = token_jacobian(model, example_input, token)
     states = hidden_states(model, example_input)
     reprs = [effective_rank(z, normalize=True) for z in states]
@@ -326,6 +448,7 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
         report["init_branch_rank"] = sum(branch_ranks) / len(branch_ranks)
         widths = branch_active_widths(model, example_input)
         report["init_branch_active_width"] = sum(widths) / len(widths)
+        report.update(branch_jacobian_summary(model, example_input))
     # Per depth l = 0 (embedded tokens) .. L: the rank-against-depth curves and the mean-spike growth
     # claims need every depth, not only the two ends.
     mean_0 = states[0].mean(dim=0)

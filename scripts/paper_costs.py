@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from studies.catalog import claim_ids, get_claim, load_catalog_spec, spec_path
+from studies.catalog import claim_ids, load_catalog_spec, spec_path, study_claim
 from studies.catalog.cost import predicted_gpu_cost
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "paper_costs.md"
@@ -37,7 +37,7 @@ def render() -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for claim in claim_ids():
-        if get_claim(claim).shares_study_with is not None or not spec_path(claim, "paper").exists():
+        if study_claim(claim, "paper") != claim or not spec_path(claim, "paper").exists():
             continue
         spec = load_catalog_spec(claim, "paper")
         cost = predicted_gpu_cost(spec)

@@ -14,6 +14,12 @@ refuses is listed with the server's message; a claim with no study at this size 
 with the catalog's reason. The index covers the whole catalog: claims run by an earlier invocation keep
 the report it left in the output folder (so the catalog can run in batches), and claims not run yet are
 listed as such. `--index-only` rebuilds the index alone.
+
+Each report's JSON records, in its provenance, the fingerprint of what its verdict depends on (the check
+code, the claim's catalog entry and its spec: studies.catalog.fingerprint). The index compares every
+report's fingerprint with this tree's and marks a report whose fingerprint differs, or which has none, as
+stale, saying why; stale verdicts are tallied apart from current ones. Every tally counts claims and the
+independent experiments (distinct studies) behind them: claims that share a study are one experiment.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from service.auth import read_api_token
 from service.cli.client import TERMINAL, ApiClient, CliError, fetch_report, submit_spec_text
 from service.settings import Settings
 from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
+from studies.catalog.fingerprint import CHECK_CODE, Fingerprint, check_code_hash, claim_fingerprint, staleness
+from studies.provenance import git_revision
 
 REPORT_FORMATS = ("md", "html", "json")
 NOT_TESTED = "not tested"
@@ -47,12 +55,25 @@ class ClaimRun:
     report: dict[str, Any] = field(default_factory=dict)
     shares_with: str | None = None  # the claim whose study this claim reads
     not_run: str | None = None  # why the claim has no study at this size
+    current: Fingerprint | None = None  # this tree's fingerprint of the claim (set for a claim with a report)
+    stale: str | None = None  # why the report's verdict is stale against `current`; None: it is current
 
     @property
     def verdict(self) -> str:
         if self.not_run is not None:
             return NOT_TESTED
         return str(self.report.get("verdict") or "–") if self.report else "–"
+
+    @property
+    def recorded_fingerprint(self) -> Fingerprint | None:
+        return Fingerprint.from_json((self.report.get("provenance") or {}).get("fingerprint"))
+
+    @property
+    def experiment(self) -> str | None:
+        """The study behind the verdict (claims that read one study share it); None without one."""
+        if not self.report:
+            return None
+        return self.study_id or self.report.get("study_id") or study_claim(self.claim)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -91,7 +112,7 @@ def plan_runs(chosen: list[str], size: str) -> list[ClaimRun]:
     with no study at this size says why (its host's reason, when the host has none either)."""
     runs = []
     for claim in chosen:
-        host = study_claim(claim)
+        host = study_claim(claim, size)
         run = ClaimRun(claim, shares_with=host if host != claim else None)
         if not spec_path(claim, size).exists():
             reason = get_claim(host).no_spec.get(size) or f"no {size} study in the catalog"
@@ -117,7 +138,19 @@ def catalog_runs(ran: list[ClaimRun], output: Path, size: str) -> list[ClaimRun]
         elif planned.not_run is None:
             planned.not_run, planned.status = f"not run at the {size} size yet", NOT_TESTED
         runs.append(planned)
+    mark_staleness(runs, size)
     return runs
+
+
+def mark_staleness(runs: list[ClaimRun], size: str, *, check_code: str | None = None) -> None:
+    """Set each reported run's current fingerprint and, where its report recorded another (or none),
+    why it is stale. A claim with no report has nothing to be stale: its row is read from the catalog."""
+    check_code = check_code or check_code_hash()
+    for run in runs:
+        if not run.report:
+            continue
+        run.current = claim_fingerprint(run.claim, spec_path(run.claim, size), check_code=check_code)
+        run.stale = staleness((run.report.get("provenance") or {}).get("fingerprint"), run.current)
 
 
 def submit(api_url: str, token: str, run: ClaimRun, size: str) -> None:
@@ -149,12 +182,33 @@ def wait(api_url: str, runs: list[ClaimRun], poll_s: float) -> None:
                 time.sleep(poll_s)
 
 
-def write_reports(api_url: str, run: ClaimRun, output: Path) -> None:
+def write_reports(api_url: str, run: ClaimRun, output: Path, size: str) -> None:
+    """The claim's report in every format; the JSON's provenance gains the claim's fingerprint."""
     for fmt in REPORT_FORMATS:
         text = fetch_report(api_url, run.study_id or "", fmt=fmt, claim=run.claim)
-        (output / f"{run.claim}.{fmt}").write_text(text, encoding="utf-8")
         if fmt == "json":
-            run.report = json.loads(text)
+            run.report = with_fingerprint(json.loads(text), run.claim, size)
+            text = json.dumps(run.report, ensure_ascii=False, separators=(",", ":"))
+        (output / f"{run.claim}.{fmt}").write_text(text, encoding="utf-8")
+
+
+def with_fingerprint(report: dict[str, Any], claim: str, size: str) -> dict[str, Any]:
+    """The report with this tree's fingerprint of the claim in its provenance. The server judged the
+    study; the fingerprint is this checkout's, so a server at another revision is named (the fingerprint
+    then describes this checkout, not the code that judged)."""
+    provenance = report.setdefault("provenance", {})
+    here = git_revision()
+    served = provenance.get("git_revision")
+    if served not in (None, here):
+        print(
+            f"  warning: the server ran git {served}, this checkout is git {here}: "
+            f"{claim}'s fingerprint is this checkout's"
+        )
+    provenance["fingerprint"] = {
+        **claim_fingerprint(claim, spec_path(claim, size)).to_json(),
+        "git_revision": here,
+    }
+    return report
 
 
 def _dataset_cell(report: dict[str, Any]) -> str:
@@ -195,10 +249,78 @@ def _group(run: ClaimRun) -> str:
 
 
 def _tally(runs: list[ClaimRun]) -> str:
-    counts: dict[str, int] = {}
+    """Claims per verdict and the independent experiments (distinct studies) behind them: several
+    claims read off one study are one experiment, not several."""
+    claims: dict[str, int] = {}
+    experiments: dict[str, set[str]] = {}
     for run in runs:
-        counts[run.verdict] = counts.get(run.verdict, 0) + 1
-    return ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        claims[run.verdict] = claims.get(run.verdict, 0) + 1
+        studies = experiments.setdefault(run.verdict, set())
+        if run.experiment is not None:
+            studies.add(run.experiment)
+    return ", ".join(
+        f"{n} {verdict} ({_experiments(len(experiments[verdict]))})"
+        for verdict, n in sorted(claims.items(), key=lambda kv: -kv[1])
+    )
+
+
+def _experiments(n: int) -> str:
+    if n == 0:
+        return "no experiment"
+    return f"{n} independent experiment" + ("s" if n != 1 else "")
+
+
+def _group_heading(title: str, members: list[ClaimRun]) -> str:
+    """The group's tally of current verdicts; stale ones are tallied apart, never as current."""
+    current = [run for run in members if run.stale is None]
+    stale = [run for run in members if run.stale is not None]
+    heading = f"## {title}: " + (_tally(current) if current else "none current")
+    return heading + (f"; stale (not counted as current): {_tally(stale)}" if stale else "")
+
+
+def _fingerprint_cell(run: ClaimRun) -> str:
+    if run.current is None:
+        return "–"
+    now = f"`{run.current.claim[:12]}`"
+    if run.stale is None:
+        return f"current {now}"
+    recorded = run.recorded_fingerprint
+    was = f"recorded `{recorded.claim[:12]}`, " if recorded is not None else ""
+    return f"**stale** ({run.stale}): {was}now {now}"
+
+
+def _fingerprint_lines(runs: list[ClaimRun], size: str) -> list[str]:
+    """This tree's fingerprints, and which reports are stale against them and why."""
+    reported = [run for run in runs if run.current is not None]
+    fingerprints = [run.current for run in reported if run.current is not None]
+    check_code = fingerprints[0].check_code if fingerprints else check_code_hash()
+    lines = [
+        f"Indexed at git {git_revision()}. Check code fingerprint: `{check_code}` (sha256 of "
+        + ", ".join(f"`{pattern}`" for pattern in CHECK_CODE)
+        + "). A claim's fingerprint (the table's fingerprint column) adds its entry in "
+        "`studies/catalog/claims.yaml`, its dataset's convergence level and its spec file; each report "
+        "records the one it was judged with (`provenance.fingerprint` in its JSON).",
+        "",
+    ]
+    stale = [run for run in reported if run.stale is not None]
+    lines += [
+        f"## Stale reports: {len(stale)} of {len(reported)}",
+        "",
+    ]
+    if not stale:
+        return [*lines, "Every report's fingerprint matches this tree's.", ""]
+    lines += [
+        "A stale report was judged with other check code, another catalog entry or another spec than this "
+        "tree's, or predates fingerprinting (nothing shows what it was judged with). Its verdict may not be "
+        "what this tree would give: it is tallied apart from the current verdicts below until its claim "
+        f"runs again (`scripts/run_catalog.py --size {size} --claim <id>`).",
+        "",
+    ]
+    by_reason: dict[str, list[str]] = {}
+    for run in stale:
+        by_reason.setdefault(str(run.stale), []).append(f"`{run.claim}`")
+    lines += [f"- {reason}: {', '.join(claims)}" for reason, claims in by_reason.items()]
+    return [*lines, ""]
 
 
 def _study_cell(run: ClaimRun) -> str:
@@ -246,13 +368,17 @@ def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str | None) -> s
         SIZE_NOTES.get(size, ""),
         "",
         *_revision_lines(runs),
+        *_fingerprint_lines(runs, size),
     ]
     for group, title in GROUPS:
         members = [run for run in runs if _group(run) == group]
         if not members:
             continue
-        lines += [f"## {title}: {_tally(members)}", ""]
-        lines += ["| claim | paper | verdict | dataset | study | report |", "|---|---|---|---|---|---|"]
+        lines += [_group_heading(title, members), ""]
+        lines += [
+            "| claim | paper | verdict | dataset | study | fingerprint | report |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for run in members:
             claim = get_claim(run.claim)
             links = " · ".join(f"[{fmt}]({run.claim}.{fmt})" for fmt in REPORT_FORMATS) if run.report else "–"
@@ -262,6 +388,7 @@ def index_markdown(runs: list[ClaimRun], *, size: str, api_url: str | None) -> s
                 _verdict_cell(run),
                 _dataset_cell(run.report) if run.report else "–",
                 _study_cell(run),
+                _fingerprint_cell(run),
                 links,
             )
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -288,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             if run.not_run is not None:
                 print(f"{run.claim}: not tested ({run.not_run})")
                 continue
-            host = study_claim(run.claim)
+            host = study_claim(run.claim, args.size)
             if host in hosts:
                 continue
             hosts[host] = submitter = ClaimRun(host)
@@ -301,10 +428,10 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             if run.not_run is not None:
                 continue
-            submitter = hosts[study_claim(run.claim)]
+            submitter = hosts[study_claim(run.claim, args.size)]
             run.study_id, run.status, run.error = submitter.study_id, submitter.status, submitter.error
             if run.study_id is not None:
-                write_reports(api_url, run, args.output)
+                write_reports(api_url, run, args.output, args.size)
                 print(f"{run.claim}: {run.status}, verdict {run.report.get('verdict')}")
     except CliError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service.api.errors import ClaimNotServedError
 from service.api.mlflow_links import mlflow_ui_url
-from studies.catalog import Claim, UnknownClaimError, claim_ids, get_claim
+from studies.catalog import SIZES, Claim, UnknownClaimError, claim_ids, claims_reading, get_claim, spec_path
 from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
 from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
@@ -50,7 +52,7 @@ def study_report(
     study = get_study(session, study_id=study_id)
     spec_claim = study.spec.get("claim")
     if claim_id is not None:
-        served = served_claims(spec_claim)
+        served = served_claims(spec_claim, study.spec.get("name"))
         if claim_id not in served:
             raise ClaimNotServedError(claim_id, served)
     trials = list_trials(session, study_id=study_id, phase=list(RESULT_PHASES))
@@ -87,11 +89,22 @@ def study_report(
     )
 
 
-def served_claims(spec_claim: Any) -> list[str]:
-    """The claims a study whose spec names `spec_claim` serves: that claim and those sharing its study."""
+def served_claims(spec_claim: Any, spec_name: Any = None) -> list[str]:
+    """The claims a study whose spec names `spec_claim` serves: that claim and those sharing its study. A
+    claim that shares it at one size only (`shares_study_at`) is served when the study is that size's
+    catalog spec (`spec_name`, e.g. catalog-cifar10-cpu), since at other sizes it has data of its own."""
     if not isinstance(spec_claim, str) or spec_claim not in claim_ids():
         return []
-    return [spec_claim, *(c for c in claim_ids() if get_claim(c).shares_study_with == spec_claim)]
+    for size in SIZES:
+        path = spec_path(spec_claim, size)
+        if isinstance(spec_name, str) and path.exists() and _spec_name(path) == spec_name:
+            return claims_reading(spec_claim, size)
+    return claims_reading(spec_claim)
+
+
+def _spec_name(path: Path) -> object:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data.get("name") if isinstance(data, dict) else None
 
 
 def _spec(study: StudyView) -> tuple[StudySpec | None, list[str]]:

@@ -4,7 +4,10 @@ scripts/run_catalog.py runs a tier against a server and leaves, per claim, the s
 `<claim>.json` (with `.md` and `.html`) in the tier's folder of the reports folder: `reports/` for cpu,
 `reports/smoke/` for smoke (its docstring), `reports/paper/` for the paper size. The latest verdict of a
 claim at a tier is the one in that file; where there is none the claim was not run at that tier, or the
-catalog has no study for it at that size (the claim's `no_spec` says why). Nothing here imports FastAPI.
+catalog has no study for it at that size (the claim's `no_spec` says why). A report whose recorded
+fingerprint (studies.catalog.fingerprint: the check code, the claim's catalog entry and its spec) differs
+from this tree's, or which recorded none, is stale: its verdict is shown with the mark and the reason, as
+the index (reports/README.md) marks it. Nothing here imports FastAPI.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
+from studies.catalog.fingerprint import check_code_hash, claim_fingerprint, staleness
 
 __all__ = [
     "DEFAULT_REPORTS_DIR",
@@ -44,6 +48,7 @@ class TierVerdict:
     study_id: str | None  # the study the report judged (on the server that ran the tier)
     generated_at: str | None  # when the report was written (ISO 8601)
     report_url: str | None  # the stored HTML report, served by the catalog page's route
+    stale: str | None = None  # why the report is stale against this tree (fingerprint); None: current
 
     @property
     def css(self) -> str:
@@ -63,6 +68,7 @@ class ClaimVerdicts:
 
 def catalog_verdicts(reports_dir: Path) -> list[ClaimVerdicts]:
     """Every catalog claim, in catalog order, with its verdict at every tier."""
+    check_code = check_code_hash()  # once per page: every claim's fingerprint shares it
     rows = []
     for claim_id in claim_ids():
         claim = get_claim(claim_id)
@@ -73,7 +79,7 @@ def catalog_verdicts(reports_dir: Path) -> list[ClaimVerdicts]:
                 paper=PAPERS[claim.paper],
                 statement=claim.statement,
                 shares_study_with=claim.shares_study_with,
-                verdicts=tuple(_tier_verdict(reports_dir, claim_id, tier) for tier in SIZES),
+                verdicts=tuple(_tier_verdict(reports_dir, claim_id, tier, check_code) for tier in SIZES),
             )
         )
     return rows
@@ -88,17 +94,19 @@ def stored_report(reports_dir: Path, tier: str, claim_id: str, fmt: str) -> Path
     return path if path.is_file() else None
 
 
-def _tier_verdict(reports_dir: Path, claim_id: str, tier: str) -> TierVerdict:
+def _tier_verdict(reports_dir: Path, claim_id: str, tier: str, check_code: str) -> TierVerdict:
+    if not spec_path(claim_id, tier).exists():
+        # as in the index: a report left from before the catalog dropped the study is no verdict of it
+        reason = get_claim(study_claim(claim_id, tier)).no_spec.get(tier) or f"no {tier} study in the catalog"
+        return TierVerdict(tier, NO_STUDY, reason, None, None, None)
     stored = stored_report(reports_dir, tier, claim_id, "json")
     report = _read(stored) if stored is not None else None
     if report is None:
-        if not spec_path(claim_id, tier).exists():
-            reason = get_claim(study_claim(claim_id)).no_spec.get(tier) or f"no {tier} study in the catalog"
-            return TierVerdict(tier, NO_STUDY, reason, None, None, None)
         return TierVerdict(tier, NOT_RUN, None, None, None, None)
     result = report.get("result") or {}
     provenance = report.get("provenance") or {}
     html = stored_report(reports_dir, tier, claim_id, "html")
+    current = claim_fingerprint(claim_id, spec_path(claim_id, tier), check_code=check_code)
     return TierVerdict(
         tier=tier,
         verdict=str(report.get("verdict") or "–"),
@@ -106,6 +114,7 @@ def _tier_verdict(reports_dir: Path, claim_id: str, tier: str) -> TierVerdict:
         study_id=report.get("study_id"),
         generated_at=provenance.get("generated_at") if isinstance(provenance, dict) else None,
         report_url=f"/catalog/reports/{tier}/{claim_id}" if html is not None else None,
+        stale=staleness(provenance.get("fingerprint") if isinstance(provenance, dict) else None, current),
     )
 
 

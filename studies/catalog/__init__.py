@@ -53,6 +53,7 @@ __all__ = [
     "Source",
     "UnknownClaimError",
     "claim_ids",
+    "claims_reading",
     "convergence_for",
     "convergence_levels",
     "dataset_comparability",
@@ -82,17 +83,28 @@ def get_claim(claim_id: str) -> Claim:
     return claims[claim_id]
 
 
-def study_claim(claim_id: str) -> str:
-    """The claim whose specs run this claim's study: itself, or the claim it shares a study with."""
-    return get_claim(claim_id).shares_study_with or claim_id
+def study_claim(claim_id: str, size: str | None = None) -> str:
+    """The claim whose specs run this claim's study (at `size`; None: at every size): itself, or the claim
+    it shares a study with."""
+    claim = get_claim(claim_id)
+    if claim.shares_study_with is not None:
+        return claim.shares_study_with
+    if size is not None and size in claim.shares_study_at:
+        return claim.shares_study_at[size]  # type: ignore[index]  # a size the model validated
+    return claim_id
 
 
 def spec_path(claim_id: str, size: str) -> Path:
-    """studies/catalog/<claim id>/<size>.yaml of the claim's study (its own, or the one it shares);
-    the file may be absent where the claim says why in `no_spec`."""
+    """studies/catalog/<claim id>/<size>.yaml of the claim's study at `size` (its own, or the one it
+    shares); the file may be absent where the claim says why in `no_spec`."""
     if size not in SIZES:
         raise ValueError(f"unknown size '{size}'; choose one of {', '.join(SIZES)}")
-    return CATALOG_DIR / study_claim(claim_id) / f"{size}.yaml"
+    return CATALOG_DIR / study_claim(claim_id, size) / f"{size}.yaml"
+
+
+def claims_reading(host: str, size: str | None = None) -> list[str]:
+    """Every claim that reads `host`'s study (at `size`; None: at every size), the host first."""
+    return [host, *(c for c in claim_ids() if c != host and study_claim(c, size) == host)]
 
 
 def load_catalog_spec(claim_id: str, size: str) -> StudySpec:

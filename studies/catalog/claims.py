@@ -75,6 +75,10 @@ class Claim(_Strict):
     # Another claim whose study this claim reads (the same experiment, counted once): this claim has no
     # specs of its own, and its check runs on that claim's study at every size.
     shares_study_with: str | None = None
+    # At these sizes only (size -> claim), this claim reads another claim's study: the same training serves
+    # both there (one digits recipe for several vision claims), while at the other sizes each claim has its
+    # own dataset and spec. The claim has no spec of its own at those sizes.
+    shares_study_at: dict[Literal["smoke", "cpu", "paper"], str] = Field(default_factory=dict)
     # Every margin, threshold, level and knob value the check or the specs rely on -> its source, printed
     # in the report before the result (a catalog test requires one for each of the check's numbers).
     sources: dict[str, Source] = Field(default_factory=dict)
@@ -105,11 +109,22 @@ def load_claims() -> dict[str, Claim]:
             raise ValueError(f"{CLAIMS_FILE}: claim id '{claim.id}' appears twice")
         claims[claim.id] = claim
     for claim in claims.values():
-        host = claim.shares_study_with
-        if host is not None and (host not in claims or claims[host].shares_study_with is not None):
+        hosts = [claim.shares_study_with] if claim.shares_study_with is not None else []
+        hosts += list(claim.shares_study_at.values())
+        for host in hosts:
+            if (
+                host not in claims
+                or claims[host].shares_study_with is not None
+                or claims[host].shares_study_at
+            ):
+                raise ValueError(
+                    f"{CLAIMS_FILE}: claim '{claim.id}' shares the study of '{host}', which must be a claim "
+                    "with specs of its own"
+                )
+        if claim.shares_study_with is not None and claim.shares_study_at:
             raise ValueError(
-                f"{CLAIMS_FILE}: claim '{claim.id}' shares the study of '{host}', which must be a claim "
-                "with specs of its own"
+                f"{CLAIMS_FILE}: claim '{claim.id}' shares a study at every size (shares_study_with) and at "
+                "some sizes (shares_study_at): keep one"
             )
     return claims
 

@@ -14,7 +14,9 @@ from typing import Any
 from studies.catalog.claims import Claim
 from studies.catalog.datasets import DATASET_CLASSES
 from studies.catalog.sources import check_numbers, source_for
+from studies.claims.preconditions import freezing_rows
 from studies.knobs import DEFAULT_EPS_H, KNOBS
+from studies.methods import FREEZING_METHODS
 from studies.spec import DATASET_METRICS, StudySpec
 from studies.spec.distributions import Choice, Fixed, Grid, IntRange, LogUniform, Uniform, _discrete_values
 from studies.spec.names import _DATASET_FAMILY
@@ -25,6 +27,7 @@ __all__ = [
     "duplicate_studies",
     "expressibility_problem",
     "freeze_problems",
+    "freeze_rule_problems",
     "grid_problems",
     "source_problems",
     "tuning_problems",
@@ -143,6 +146,34 @@ def freeze_problems(claim: Claim, spec: StudySpec) -> list[str]:
         "the freeze to fire; the freeze fires only while the entropy stays above eps_H, so a high eps_H "
         "stops it: fire it with an early T_freeze instead"
     ]
+
+
+def freeze_rule_problems(claim: Claim) -> list[str]:
+    """Every claim that reads AutoNorm-S is judged only where its freeze fired: the judge finds the rows
+    to check in the check's parameters (studies.claims.preconditions.freezing_rows), so a check that names
+    AutoNorm-S anywhere else would escape the rule; the sweep checks the freeze per grid point itself."""
+    check = claim.check
+    named = sorted(_freezing_methods_named(check.model_dump()))
+    rows = freezing_rows(check)
+    problems = []
+    if named and not rows and check.type != "sweep":
+        problems.append(
+            f"{claim.id}: the check names {', '.join(named)} where the judge does not look for it, so its "
+            "verdict would not be held to the freeze having fired: compare it in a pair or as the method"
+        )
+    if claim.requires.freeze_fired and not rows:
+        problems.append(f"{claim.id}: requires the freeze to fire but reads no AutoNorm-S row")
+    return problems
+
+
+def _freezing_methods_named(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value} if value in FREEZING_METHODS else set()
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_freezing_methods_named(v) for v in value))
+    return set()
 
 
 def _identity(spec: Mapping[str, Any]) -> dict[str, Any]:

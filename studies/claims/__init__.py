@@ -18,6 +18,7 @@ claims.yaml validates them; `check.evaluate(StudyData, paper=...)` returns a Che
 | mean_spike | one-matrix ReLU branches grow a mean spike (linearly with depth) that two matrices or tanh avoid |
 | width_threshold | the branch Jacobian is full rank only above m/d = 1 / E[act'(z)²] |
 | trend | Spearman correlation of one quantity with another across grid points |
+| rank_trainability | init rank predicts training within norm placement (learning rate chosen per configuration) |
 
 The rank checks can show their verdict across a swept knob (`sensitivity: {knob: init_scale, at: 1}`,
 studies.claims.sensitivity): the headline is the pre-registered value's, the notes hold the table.
@@ -38,6 +39,7 @@ from studies.claims.rank_depth import RankVsDepthCheck
 from studies.claims.ratio_depth import RatioVsDepthCheck
 from studies.claims.sensitivity import Sensitivity, verdict_by
 from studies.claims.sweep import SweepCheck
+from studies.claims.trainability import RankTrainabilityCheck
 from studies.claims.trend import ReferenceRow, TrendCheck
 from studies.claims.trials import PRIMARY, StudyData, TrialData
 from studies.claims.verdicts import (
@@ -66,6 +68,7 @@ __all__ = [
     "MeanSpikeCheck",
     "OrderingCheck",
     "PairSpec",
+    "RankTrainabilityCheck",
     "RankVsDepthCheck",
     "RatioVsDepthCheck",
     "ReferenceRow",
@@ -89,7 +92,8 @@ Check = Annotated[
     | RatioVsDepthCheck
     | MeanSpikeCheck
     | WidthThresholdCheck
-    | TrendCheck,
+    | TrendCheck
+    | RankTrainabilityCheck,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)

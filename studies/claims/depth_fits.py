@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+from scipy import stats
 
 from studies.claims._base import against_level, power_note, shift
 from studies.claims.trials import Selector, StudyData, TrialData, select
@@ -34,6 +35,7 @@ __all__ = [
     "not_tested_finding",
     "per_depth",
     "per_seed",
+    "seeds_to_resolve",
 ]
 
 MIN_FIT_POINTS = 3  # a line through two points has no residual: no fit to speak of
@@ -88,6 +90,21 @@ def not_tested_finding(label: str, expected: str, why: str) -> Finding:
     return Finding(label=label, expected=expected, verdict=NOT_TESTED, note=f"not tested: {why}")
 
 
+def seeds_to_resolve(values: Sequence[float], half_width: float, alpha: float) -> int | None:
+    """Seeds at which the t interval of the mean (at 1 - alpha, with the spread of `values`) is no wider
+    than ±half_width; None when the values show no spread to size it with, or when it would take more
+    than 10,000."""
+    if len(values) < 2:
+        return None
+    sd = float(np.std(values, ddof=1))
+    if sd == 0.0:
+        return None
+    for n in range(2, 10_001):
+        if stats.t.ppf(1.0 - alpha / 2.0, n - 1) * sd / math.sqrt(n) <= half_width:
+            return n
+    return None
+
+
 def band_finding(
     values: Sequence[float],
     *,
@@ -97,10 +114,13 @@ def band_finding(
     alpha: float,
     inside: bool = True,
     paper: float | None = None,
+    resolve: bool = False,
 ) -> Finding:
     """The mean of per-seed values set against the band [target - tolerance, target + tolerance]:
     `inside` (the law holds) or not (a control must not follow the law). Judged by the t interval of the
-    mean at 1 - alpha: wholly inside or wholly outside the band decides, an interval on an edge does not."""
+    mean at 1 - alpha: wholly inside or wholly outside the band decides, an interval on an edge does not.
+    With `resolve`, an interval wider than the band decides nothing either way (the seeds cannot tell the
+    band from its surroundings): inconclusive, with the seeds that would narrow it to the band's width."""
     low_edge, high_edge = target - tolerance, target + tolerance
     band = f"[{low_edge:.3g}, {high_edge:.3g}]"
     expected = f"in {band}" if inside else f"outside {band}"
@@ -109,6 +129,14 @@ def band_finding(
     low, high = shift(comparison.diff_ci_low, target), shift(comparison.diff_ci_high, target)
     if low is None or high is None:
         verdict, note = INCONCLUSIVE, f"no interval: {power_note(comparison.mde_80, comparison.n)}"
+    elif resolve and (high - low) / 2.0 > tolerance:
+        needed = seeds_to_resolve(values, tolerance, alpha)
+        verdict = INCONCLUSIVE
+        note = (
+            f"the interval (±{(high - low) / 2.0:.3g}) is wider than the band (±{tolerance:.3g}): "
+            f"{comparison.n} seeds cannot tell inside from outside; "
+            + ("no spread to size the seeds with" if needed is None else f"about {needed} seeds would")
+        )
     else:
         within = low_edge <= low and high <= high_edge
         outside = high < low_edge or low > high_edge

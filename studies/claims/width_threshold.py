@@ -2,25 +2,31 @@
 width expansion m/d exceeds 1 / p(act), p = E[act'(z)²] for z ~ N(0, 1) (Transforming Rank): 2 for ReLU,
 about 2.19 for GELU.
 
-Which rank. The numerical rank of J_f (`init_branch_rank`) shows ReLU's threshold: ReLU' is 0 or 1, so
-J_f has rank min(d, number of active units) almost surely, and about m/2 units are active. It cannot show
-GELU's: GELU' never vanishes, so J_f has full numerical rank for every m >= d. The paper's 1/p counts
-the hidden units by their squared gain: m * p units' worth of gradient pass, and J_f is full rank once
-that count reaches d. So the claims read `init_branch_active_width`, the soft count sum_i act'(z_i)² / d
-at the pre-activations each branch really sees (models.rank.branch_active_widths), with full_level 1:
-for ReLU it is the active-unit count, whose min(1, ·) equals the numerical rank; for GELU it is the
-quantity the paper's 2.19 is about. Because p is E[act'(z)²] for unit-variance z, the GELU threshold
-moves with the branch init scale (the pre-activations' spread): a sensitivity table over init_scale shows
-for which scales it holds.
+What is judged: the rank of J_f itself. Each trial reports, over its blocks and a few tokens of the
+example, the fraction of branch Jacobians (at the inputs each branch really sees) that are numerically
+full rank, `init_branch_jacobian_full_rank` (models.rank.branch_jacobian_summary; numpy's matrix_rank
+rule, sigma_min > d eps sigma_max). In the limit of wide layers the claim makes it a step from 0 to 1 at
+1/p; at finite width the step is smoothed (for ReLU the k active units are Binomial(m, 1/2), rank(J_f) =
+min(d, k)), so `full_level` 0.5 reads "the typical branch is full rank". The same trial reports the
+fraction for a Gaussian null model of the same shapes (`<metric>_null`: i.i.d. Gaussian W_up, W_down and
+pre-activations of the measured spread), the random-matrix prediction shown beside each finding. For
+ReLU it steps at 2; GELU' never vanishes, so J_f and the null are full rank at every m >= d, and GELU's
+widths below 2.19 contradict "full rank only above 2.19".
 
-Per activation, every grid width outside a band of ±`tolerance` (relative) around the theoretical
-threshold is one finding: below the band the mean of `metric` must stay under `full_level`, above it
-it must reach `full_level`. Each is judged by the t interval of the mean over seeds: supported when
-the whole interval lies on the expected side of `full_level`, contradicted when it lies on the other.
-A summary finding per activation sets the width where the mean crosses `full_level` (interpolated
-between grid widths) against the theory. A grid that cannot resolve the threshold (`grid_resolves`: no
-judged width within `resolution` of it on each side, so any threshold in a wide gap would pass) gives
-that activation `not tested`.
+Per activation, every grid width outside a band of ±`tolerance` (relative) around 1/p is one finding:
+below the band the mean of `metric` over seeds must stay under `full_level`, above it it must reach it,
+judged by the t interval of the mean: supported when the whole interval lies on the expected side,
+contradicted when it lies on the other. A summary finding per activation sets the width where the mean
+crosses `full_level` (interpolated between grid widths) against 1/p. A grid that cannot resolve the
+threshold (`grid_resolves`: no judged width within `resolution` of it on each side) gives that activation
+`not tested`, unless a judged width already contradicts it.
+
+Diagnostics, in the notes and not part of the verdict: the conditioning of J_f (d sigma_min / RMS sigma,
+`init_branch_jacobian_smin`: J_f is square, so even at full rank its sigma_min sits at the hard edge
+~RMS / d, and no Marchenko-Pastur gap opens above a threshold) and its normalised effective rank, each
+per width with its interval and the null's value, and the soft count of active units sum_i act'(z_i)² / d
+(`init_branch_active_width`), whose mean is (m/d) p by construction and crosses 1 at 1/p for any
+activation, whatever J_f does.
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ def activation_survival(activation: str) -> float:
 
 
 def theoretical_threshold(activation: str) -> float:
-    """The width expansion m/d above which J_f is full rank: 1 / p(act)."""
+    """The paper's width expansion m/d above which J_f is full rank: 1 / p(act)."""
     return 1.0 / activation_survival(activation)
 
 
@@ -86,7 +92,17 @@ _DEFAULT_ACTIVATIONS: tuple[Activation, ...] = ("relu", "gelu")
 
 class WidthThresholdCheck(CheckBase):
     type: Literal["width_threshold"] = "width_threshold"
+    # The catalog judges `init_branch_jacobian_full_rank` at 0.5 (the fraction of full-rank J_f over blocks
+    # and tokens); the defaults read the one-token numerical rank / d, full at 0.99.
     metric: str = "init_branch_rank"
+    # The Gaussian null's value of a metric is reported as `<metric><null_suffix>` (models.rank).
+    null_suffix: str = "_null"
+    # Shown per width in the notes, with the null's value, and never judged.
+    diagnostics: list[str] = Field(
+        default_factory=lambda: ["init_branch_jacobian_smin", "init_branch_jacobian_erank"]
+    )
+    # The soft count of active units, (m/d) E[act'(z)²] by construction: its crossing of 1 in the notes.
+    count_metric: str | None = "init_branch_active_width"
     width_knob: str = "width_expansion"
     activation_knob: str = "activation"
     activations: list[Activation] = Field(default_factory=lambda: list(_DEFAULT_ACTIVATIONS), min_length=1)
@@ -115,8 +131,10 @@ class WidthThresholdCheck(CheckBase):
 
     def _evaluate(self, data: StudyData, paper: Mapping[str, float] | None) -> CheckResult:
         findings: list[Finding] = []
+        notes: list[str] = []
         for activation in self.activations:
             findings.extend(self._activation_findings(data, activation, (paper or {}).get(activation)))
+            notes.extend(self._diagnostic_notes(data, activation))
         if not findings:
             return CheckResult(
                 check=self.type,
@@ -138,23 +156,34 @@ class WidthThresholdCheck(CheckBase):
             )
             + ".",
             findings=tuple(findings),
+            notes=tuple(notes),
             confidence=self.confidence,
         )
 
-    def _activation_findings(self, data: StudyData, activation: str, paper: float | None) -> list[Finding]:
+    def _by_width(self, data: StudyData, activation: str, metric: str) -> dict[float, list[float]]:
+        """Per grid width, the metric's value in every completed trial of the activation."""
         by_width: dict[float, list[float]] = defaultdict(list)
         for trial in data.completed():
             if str(trial.knob(self.activation_knob)) != activation:
                 continue
-            width, value = trial.knob(self.width_knob), trial.get(self.metric)
+            width, value = trial.knob(self.width_knob), trial.get(metric)
             try:
                 width = float(width)
             except (TypeError, ValueError):
                 continue
             if value is not None:
                 by_width[width].append(value)
+        return dict(by_width)
+
+    def _null_means(self, data: StudyData, activation: str, metric: str) -> dict[float, float]:
+        null = self._by_width(data, activation, metric + self.null_suffix)
+        return {w: sum(values) / len(values) for w, values in null.items()}
+
+    def _activation_findings(self, data: StudyData, activation: str, paper: float | None) -> list[Finding]:
+        by_width = self._by_width(data, activation, self.metric)
         if not by_width:
             return []
+        null = self._null_means(data, activation, self.metric)
         theory = theoretical_threshold(activation)
         findings = []
         means = {w: sum(values) / len(values) for w, values in by_width.items()}
@@ -173,6 +202,8 @@ class WidthThresholdCheck(CheckBase):
                 verdict, note = CONTRADICTED, "the interval lies on the wrong side of the full-rank level"
             else:
                 verdict, note = INCONCLUSIVE, "the interval straddles the full-rank level"
+            if width in null:
+                note += f"; Gaussian null model of the same shapes: {null[width]:.3g}"
             findings.append(
                 Finding(
                     label=f"{activation}, m/d = {width:g}: {self.metric}",
@@ -201,6 +232,12 @@ class WidthThresholdCheck(CheckBase):
                 "measured: where the mean over seeds crosses the full level, interpolated between grid "
                 f"widths (first grid width at or above it: {first_full})"
             )
+        if null:
+            null_crossing = crossing(null, self.full_level)
+            at = "(no crossing)" if null_crossing is None else f"{null_crossing:.3g}"
+            note += f"; the Gaussian null model of the same shapes crosses at m/d {at}"
+            if null_crossing is not None and null_crossing <= min(null):
+                note += f" (it is full at the smallest grid width, {min(null):g})"
         findings.append(
             Finding(
                 label=f"{activation}: full-rank width threshold",
@@ -213,6 +250,41 @@ class WidthThresholdCheck(CheckBase):
             )
         )
         return findings
+
+    def _diagnostic_notes(self, data: StudyData, activation: str) -> list[str]:
+        """One line per diagnostic metric: its mean [t interval] over seeds at each width, with the null's
+        mean; and where the soft count of active units crosses 1. Never part of the verdict."""
+        notes = []
+        for metric in self.diagnostics:
+            by_width = self._by_width(data, activation, metric)
+            if not by_width:
+                continue
+            null = self._null_means(data, activation, metric)
+            cells = []
+            for width in sorted(by_width):
+                c = against_level(by_width[width], 0.0, self.alpha)
+                interval = (
+                    "no interval"
+                    if c.diff_ci_low is None or c.diff_ci_high is None
+                    else f"[{c.diff_ci_low:.3g}, {c.diff_ci_high:.3g}]"
+                )
+                null_text = f", null {null[width]:.3g}" if width in null else ""
+                cells.append(f"{width:g}: {c.diff_mean:.3g} {interval} (n = {c.n}{null_text})")
+            notes.append(
+                f"{activation}, diagnostic (not part of the verdict): {metric} by m/d, mean "
+                f"[{self.confidence:.0%} t interval] over seeds: " + "; ".join(cells)
+            )
+        if self.count_metric is not None:
+            counts = self._by_width(data, activation, self.count_metric)
+            if counts:
+                at = crossing({w: sum(v) / len(v) for w, v in counts.items()}, 1.0)
+                notes.append(
+                    f"{activation}, diagnostic (not part of the verdict): {self.count_metric}, the soft count "
+                    f"sum_i act'(z_i)² / d = (m/d) E[act'(z)²], crosses 1 at m/d "
+                    f"{'(no crossing)' if at is None else f'{at:.3g}'} (1/p = {theoretical_threshold(activation):.3g} "
+                    "by construction; it does not measure J_f's rank)"
+                )
+        return notes
 
 
 def crossing(means: Mapping[float, float], level: float) -> float | None:

@@ -18,6 +18,7 @@ from studies.report.judge import check_preconditions, judge_claim
 from studies.report.model import Figure, PaperComparison, PreregisteredValue, Provenance, StudyReportData
 from studies.report.render import to_json, to_markdown
 from studies.report.render_html import to_html
+from studies.report.tuning_effort import tuning_effort
 from studies.stats import summarize
 from studies.tables.build import PlanKey, ResultsTable, build_results_table
 from studies.tables.render_mechanism_svg import mechanism_figures
@@ -168,6 +169,9 @@ def build_report(
         elif unmet is not None:
             extra_notes.append(f"{unmet.reason}: the comparisons below are not evidence about the methods")
     metric = _check_metric(claim)
+    effort = tuning_effort(provenance.spec)
+    if effort is not None:
+        extra_notes.append(effort.sentence())
     if not data.completed():
         extra_notes.append("no trial of this study has completed yet: nothing is tested")
     return StudyReport(

@@ -18,12 +18,14 @@ from studies.claims.preconditions import (
     PreconditionResult,
     arms_trained,
     first_unmet,
+    freeze_fired,
+    freezing_rows,
     reference_converged,
 )
 from studies.claims.sensitivity import trials_at
 from studies.claims.trials import same_value
 from studies.convergence import Convergence
-from studies.evidence.mechanism import MechanismSummary, mechanism_summary
+from studies.evidence.mechanism import MechanismSummary
 from studies.stats import seeds_for_equivalence, seeds_for_power, summarize
 
 __all__ = [
@@ -31,7 +33,7 @@ __all__ = [
     "PowerRow",
     "SensitivityRow",
     "check_preconditions",
-    "freeze_fired",
+    "freeze_preconditions",
     "judge_claim",
 ]
 
@@ -59,6 +61,13 @@ class PowerRow:
     # or, for an equivalence claim, to find the interval within ±margin when the paper's effect is true.
     seeds_needed: int | None
     margin: float | None = None  # the equivalence margin in metric units; None: a directional claim
+    # Equivalence claims only: the seeds for the interval to land within ±margin with 80 % power when the
+    # true difference is 0 (two one-sided tests), the question an equivalence design must answer whether
+    # or not the paper states an effect.
+    seeds_needed_null: int | None = None
+    # Why a seeds count above is missing where one is (no spread measured, no effect stated, an effect at
+    # or past the margin); None when every count that applies is given.
+    missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,29 +102,12 @@ def check_preconditions(
     return results
 
 
-def freeze_fired(
-    data: StudyData, method: str = "autonorm_s", *, mechanism: MechanismSummary | None = None
-) -> PreconditionResult:
-    """Every completed trial of `method` froze its selectors (read from the per-epoch history, or from
-    `mechanism` when the caller has already summarised it)."""
-    summary = mechanism if mechanism is not None else mechanism_summary(data)
-    seeds = [seed for row in summary.methods if row.method == method for seed in row.seeds]
-    fired = sum(seed.froze for seed in seeds)
-    met = bool(seeds) and fired == len(seeds)
-    reason = None
-    if not met:
-        reason = (
-            f"the freeze fired in {fired} of {len(seeds)} {method} trial(s): what follows the freeze was "
-            "not exercised"
-        )
-    return PreconditionResult(
-        "freeze fired",
-        f"every {method} trial froze its selectors",
-        met,
-        f"{fired} of {len(seeds)} froze",
-        "the claim is about what happens after the freeze",
-        reason,
-    )
+def freeze_preconditions(claim: Claim, data: StudyData) -> list[PreconditionResult]:
+    """Per AutoNorm-S row the claim's check reads, whether its freeze fired, seed by seed: in enough seeds
+    (studies.claims.preconditions.MIN_FREEZE_FRACTION), or in every trial where the claim is about what
+    follows the freeze (`requires: {freeze_fired: true}`)."""
+    every = claim.requires.freeze_fired
+    return [freeze_fired(data, row, every=every) for row in freezing_rows(claim.check, data.reference)]
 
 
 def judge_claim(
@@ -126,7 +118,8 @@ def judge_claim(
     mechanism: MechanismSummary | None = None,
 ) -> Judgement:
     """The claim's verdict on `data`. `convergence` (the spec's own level) overrides the catalog's level
-    for the study's dataset; `mechanism` is the study's mechanism summary where the caller has one."""
+    for the study's dataset. `mechanism` (the study's mechanism summary) is accepted for callers that have
+    one; the freeze is read per compared row from the trials themselves."""
     paper = dict(claim.reported.values)
     check = claim.check
     trained = claim.measured_at == "trained"
@@ -136,8 +129,7 @@ def judge_claim(
         result = CheckResult.not_tested(check.type, problem, confidence=check.confidence)
         return Judgement(result, (), level=level)
     checked = check_preconditions(data, level, needs_convergence=trained)
-    if claim.requires.freeze_fired:
-        checked.append(freeze_fired(data, mechanism=mechanism))
+    checked += freeze_preconditions(claim, data)
     preconditions = tuple(checked)
     unmet = first_unmet(preconditions)
     if unmet is not None:
@@ -189,7 +181,8 @@ def _pairs(claim: Claim) -> list[PairSpec]:
 
 
 def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]:
-    """Seeds needed at the paper's effect, for checks that compare paired rows."""
+    """Seeds needed at the paper's effect, and for an equivalence under a null effect, for checks that
+    compare paired rows."""
     rows = []
     metric = getattr(claim.check, "metric", None)
     alpha = claim.check.alpha
@@ -204,12 +197,50 @@ def _power(claim: Claim, data: StudyData, result: CheckResult) -> list[PowerRow]
         ]
         sd = summarize(diffs).std
         effect = finding.paper
-        margin = resolved_margin(pair, data, metric) if pair.expect == "no_difference" else None
-        if effect is None or sd is None:
-            needed = None
-        elif pair.expect == "no_difference":
-            needed = None if margin is None else seeds_for_equivalence(effect, sd, margin, alpha=alpha)
-        else:
-            needed = seeds_for_power(effect, sd, alpha=alpha)
-        rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed, margin))
+        equivalence = pair.expect == "no_difference"
+        margin = resolved_margin(pair, data, metric) if equivalence else None
+        needed = needed_null = None
+        if sd is not None and sd > 0.0:
+            if equivalence and margin is not None:
+                needed_null = seeds_for_equivalence(0.0, sd, margin, alpha=alpha)
+                if effect is not None:
+                    needed = seeds_for_equivalence(effect, sd, margin, alpha=alpha)
+            elif not equivalence and effect is not None:
+                needed = seeds_for_power(effect, sd, alpha=alpha)
+        missing = _why_seeds_missing(
+            sd, effect, margin, equivalence=equivalence, counts=(needed, needed_null)
+        )
+        rows.append(PowerRow(finding.label, effect, sd, len(diffs), needed, margin, needed_null, missing))
     return rows
+
+
+def _why_seeds_missing(
+    sd: float | None,
+    effect: float | None,
+    margin: float | None,
+    *,
+    equivalence: bool,
+    counts: tuple[int | None, int | None],
+) -> str | None:
+    """Why a power row gives no seeds count where it gives none; None when every count that applies is
+    given. A spread of exactly 0 (the same difference on every seed) sizes nothing: the t interval has
+    width 0 at any n, so it says nothing about the next run."""
+    if sd is None:
+        return "fewer than two paired seeds: no spread of the differences was measured"
+    if sd == 0.0:
+        return "the paired difference was the same on every seed: no spread to size from"
+    if equivalence and margin is None:
+        return "no reference values to scale the relative margin by"
+    needed, needed_null = counts
+    cap = "more than 10,000 seeds"  # where studies.stats.power stops searching
+    if equivalence and needed_null is None:
+        return cap
+    if effect is None:
+        if equivalence:
+            return "the paper states no effect: sized for no true difference only"
+        return "the paper states no effect to size for"
+    if equivalence and abs(effect) >= margin:  # type: ignore[operator]
+        return "the paper's effect is at or past the margin: no number of seeds shows equivalence"
+    if needed is None:
+        return cap
+    return None

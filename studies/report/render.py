@@ -193,9 +193,12 @@ def mechanism_rows(report: StudyReportData) -> Rows:
 POWER_NOTE = (
     "80 % power at the check's alpha, with the seed-to-seed spread measured here: to detect the paper's "
     "effect with a two-sided paired t-test, or, for an equivalence claim, for the interval to fall within "
-    "the margin when the paper's effect is the true one (two one-sided tests; a conservative bound). "
-    "A dash: no spread measured, or an effect at or past the margin, which no number of seeds shows equal."
+    "the margin (two one-sided tests; a conservative bound), once if the paper's effect is the true "
+    "difference and once if there is no true difference. A count that is missing says why."
 )
+
+# An equivalence claim is sized under a null effect; a directional one is not (there is nothing to find).
+NOT_APPLICABLE = "n/a (directional claim)"
 
 
 def power_rows(report: StudyReportData) -> Rows:
@@ -205,20 +208,31 @@ def power_rows(report: StudyReportData) -> Rows:
         "paper's effect",
         "SD of seed differences (measured)",
         "seeds run",
-        "seeds for 80 %",
+        "seeds for 80 % (paper's effect)",
+        "seeds for 80 % (no true difference)",
+        "why a count is missing",
     ]
-    rows = [
-        [
-            r.label,
-            "detect the effect" if r.margin is None else f"show it within ±{_num(r.margin)}",
-            _num(r.paper_effect),
-            _num(r.sd_difference),
-            str(r.seeds_run),
-            DASH if r.seeds_needed is None else str(r.seeds_needed),
-        ]
-        for r in report.power
-    ]
+    rows = []
+    for r in report.power:
+        equivalence = r.margin is not None
+        null = _count(r.seeds_needed_null) if equivalence else NOT_APPLICABLE
+        rows.append(
+            [
+                r.label,
+                f"show it within ±{_num(r.margin)}" if equivalence else "detect the effect",
+                _num(r.paper_effect),
+                _num(r.sd_difference),
+                str(r.seeds_run),
+                _count(r.seeds_needed),
+                null,
+                r.missing or "",
+            ]
+        )
     return headers, rows
+
+
+def _count(seeds: int | None) -> str:
+    return DASH if seeds is None else str(seeds)
 
 
 def finding_headers(report: StudyReportData) -> list[str]:
@@ -364,7 +378,7 @@ def to_markdown(report: StudyReportData) -> str:
     if report.power:
         headers, rows = power_rows(report)
         lines += [
-            "## Power: seeds needed at the paper's effect",
+            "## Power: seeds needed to decide",
             "",
             *_md_table(headers, rows),
             "",

@@ -144,7 +144,7 @@ def to_html(report: StudyReportData) -> str:
         ]
     if report.power:
         parts += [
-            "<h2>Power: seeds needed at the paper's effect</h2>",
+            "<h2>Power: seeds needed to decide</h2>",
             _table(*power_rows(report)),
             f'<p class="muted">{escape(POWER_NOTE)}</p>',
         ]

@@ -20,6 +20,8 @@ from models.rank import (
     input_output_jacobian,
     mean_spike_ratio,
     representation_eranks,
+    scale_free_smin,
+    spectrum_is_full_rank,
     token_jacobian,
 )
 
@@ -61,6 +63,25 @@ def test_relu_branch_jacobian_is_rank_deficient_at_m_over_d_1_and_full_rank_at_4
     wide = branch_jacobian(MlpBranch(dim, 4.0, "relu").double(), x, "relu")
     assert torch.linalg.matrix_rank(narrow) <= 0.75 * dim
     assert torch.linalg.matrix_rank(wide) == dim
+
+
+def test_scale_free_smin_is_round_off_when_singular_and_order_one_for_a_square_gaussian() -> None:
+    # d sigma_min / RMS sigma: a full-rank square Gaussian matrix sits at the hard edge, about RMS / d, at
+    # every size (measured medians 0.4-0.6 at d = 64, 128, 256), so the factor d makes sizes comparable.
+    generator = torch.Generator().manual_seed(0)
+    for dim in (32, 128):
+        values = [
+            scale_free_smin(
+                torch.linalg.svdvals(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
+            )
+            for _ in range(20)
+        ]
+        assert 0.2 < sorted(values)[10] < 1.5
+    singular = torch.randn(16, 15, dtype=torch.float64) @ torch.randn(15, 16, dtype=torch.float64)
+    s = torch.linalg.svdvals(singular)
+    assert scale_free_smin(s) < 1e-10 and not spectrum_is_full_rank(s)
+    assert scale_free_smin(torch.ones(4, dtype=torch.float64)) == pytest.approx(4.0)
+    assert spectrum_is_full_rank(torch.ones(4, dtype=torch.float64))
 
 
 def _jacobian_erank(placement: str, depth: int, seed: int) -> float:
@@ -118,6 +139,12 @@ def test_init_rank_report_works_on_every_backbone_without_touching_the_model(
     before = {k: v.clone() for k, v in model.state_dict().items()}
     report = init_rank_report(model, example)
     assert {"init_erank_jacobian", "init_erank_repr_last", "init_mean_spike_last"} <= set(report)
+    branch_keys = {
+        "init_branch_jacobian_full_rank",
+        "init_branch_jacobian_smin_null",
+        "init_branch_jacobian_erank",
+    }
+    assert branch_keys <= set(report)  # every backbone here has MLP branches
     assert all(isinstance(v, float) and math.isfinite(v) for v in report.values())
     assert 0.0 < report["init_erank_jacobian"] <= 1.0 + 1e-9
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

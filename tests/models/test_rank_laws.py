@@ -11,16 +11,21 @@ import pytest
 import torch
 
 from models import build_model
+from models.layers import MlpBranch
 from models.rank import (
     ResidualMLP,
     ResidualMLPConfig,
     branch_active_widths,
+    branch_jacobian,
     branch_jacobian_ranks,
+    branch_jacobian_summary,
     branch_skip_ratios,
     depth_jacobian_eranks,
     effective_rank,
     hidden_states,
     init_rank_report,
+    scale_free_smin,
+    spectrum_is_full_rank,
     token_jacobian,
 )
 
@@ -120,8 +125,8 @@ def test_for_relu_the_soft_count_of_active_units_is_the_numerical_rank_of_the_br
         assert [min(1.0, c) for c in counts] == pytest.approx(ranks, abs=1e-12)
 
 
-def test_the_soft_count_crosses_the_width_at_one_over_p() -> None:
-    # Measured (dim 128, depth 4, 3 seeds, init_scale 1): relu 1.9 -> 0.97, 2.1 -> 1.05;
+def test_the_soft_count_crosses_the_width_at_one_over_p_by_construction() -> None:
+    # A diagnostic only: its mean is (m/d) E[act'(z)^2], so it crosses 1 at 1/p whatever J_f does. Measured (dim 128, depth 4, 3 seeds, init_scale 1): relu 1.9 -> 0.97, 2.1 -> 1.05;
     # gelu 2.1 -> 0.95, 2.3 -> 1.04 (p = 0.456: 1/p = 2.19). GELU's numerical rank is full throughout.
     def count(activation: str, ratio: float) -> float:
         reports = [
@@ -147,3 +152,54 @@ def test_one_matrix_relu_adds_a_mean_that_grows_linearly_two_matrices_like_a_ran
     assert exponent("one_matrix", "relu") > 0.8
     assert exponent("two_matrix", "relu") < 0.7
     assert exponent("one_matrix", "tanh") < 0.7
+
+
+@pytest.mark.parametrize("ratio", [1.5, 1.9, 2.1, 3.0])
+def test_a_relu_branch_jacobian_has_rank_min_d_k_over_its_k_active_units(ratio: float) -> None:
+    # J_f = W_down[:, A] W_up[A, :]: (d x k)(k x d) Gaussian factors, rank min(d, k) almost surely. Below
+    # k = d sigma_min is round-off; above it, at the square matrix's hard edge (d sigma_min / RMS ~ 0.1-1).
+    dim = 32
+    for seed in range(4):
+        torch.manual_seed(seed)
+        branch = MlpBranch(dim, ratio, "relu").double()
+        x = torch.randn(dim, dtype=torch.float64)
+        active = int((branch.fc_up(x) > 0).sum())
+        s = torch.linalg.svdvals(branch_jacobian(branch, x, "relu").detach())
+        assert int((s > s[0] * dim * torch.finfo(s.dtype).eps).sum()) == min(dim, active)
+        assert spectrum_is_full_rank(s) == (active >= dim)
+        if active < dim:
+            assert scale_free_smin(s) < 1e-10
+        elif active > dim + 2:
+            assert scale_free_smin(s) > 1e-3
+
+
+def test_the_branch_jacobian_summary_steps_for_relu_at_2_and_is_full_for_gelu_as_the_gaussian_null() -> None:
+    # Measured (dim 64, depth 4, seed 0, 4 tokens): relu full-rank fraction 0 at m/d 1.5, 1 at 3; gelu 1
+    # at 1.5; the effective rank within 0.01 of the null's, d sigma_min / RMS 0.15-0.45 when full rank.
+    def summary(activation: str, ratio: float) -> dict[str, float]:
+        return branch_jacobian_summary(
+            _mlp(dim=64, depth=4, mlp_ratio=ratio, activation=activation), _tokens(64)
+        )
+
+    narrow, wide, gelu = summary("relu", 1.5), summary("relu", 3.0), summary("gelu", 1.5)
+    assert narrow["init_branch_jacobian_full_rank"] == 0.0 == narrow["init_branch_jacobian_full_rank_null"]
+    assert narrow["init_branch_jacobian_smin"] < 1e-10
+    assert wide["init_branch_jacobian_full_rank"] == 1.0 == wide["init_branch_jacobian_full_rank_null"]
+    assert wide["init_branch_jacobian_smin"] > 0.05
+    assert gelu["init_branch_jacobian_full_rank"] == 1.0 == gelu["init_branch_jacobian_full_rank_null"]
+    for report in (narrow, wide, gelu):
+        assert report["init_branch_jacobian_erank"] == pytest.approx(
+            report["init_branch_jacobian_erank_null"], abs=0.02
+        )
+        assert 0.0 < report["init_branch_jacobian_erank"] < 1.0
+
+
+def test_the_gaussian_null_is_deterministic_and_leaves_the_global_rng_alone() -> None:
+    model, tokens = _mlp(dim=32, depth=2, mlp_ratio=2.0), _tokens(32)
+    state = torch.get_rng_state()
+    first = branch_jacobian_summary(model, tokens)
+    assert torch.equal(state, torch.get_rng_state())
+    assert branch_jacobian_summary(model, tokens) == first
+    other = branch_jacobian_summary(_mlp(1, dim=32, depth=2, mlp_ratio=2.0), tokens)
+    assert other["init_branch_jacobian_smin_null"] != first["init_branch_jacobian_smin_null"]
+    assert set(first) <= set(init_rank_report(model, tokens))

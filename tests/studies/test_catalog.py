@@ -17,12 +17,14 @@ from studies.catalog import (
     STAND_IN_FOR,
     UnknownClaimError,
     claim_ids,
+    claims_reading,
     convergence_for,
     convergence_levels,
     get_claim,
     load_catalog_spec,
     load_claims,
     spec_path,
+    study_claim,
 )
 from studies.catalog.lint import (
     duplicate_studies,
@@ -57,7 +59,7 @@ SMOKE_PRESETS = {"vit_lite_tiny", "encoder_tiny", "tabular_tiny", "mlp_classifie
 
 
 def _own_spec(claim: str, size: str) -> bool:
-    return get_claim(claim).shares_study_with is None and (CATALOG_DIR / claim / f"{size}.yaml").exists()
+    return study_claim(claim, size) == claim and (CATALOG_DIR / claim / f"{size}.yaml").exists()
 
 
 CATALOG_SPECS = [(claim, size) for claim in claim_ids() for size in SIZES if _own_spec(claim, size)]
@@ -85,6 +87,7 @@ def test_the_catalog_covers_every_claim_of_both_papers():
         "mean_spike",
         "width_threshold",
         "trend",
+        "rank_trainability",
     }
 
 
@@ -92,8 +95,8 @@ def test_every_claim_has_a_study_or_a_reason_at_every_size_and_nothing_else_live
     folders = {p.name for p in CATALOG_DIR.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert folders == {c for c in claim_ids() if get_claim(c).shares_study_with is None}
     for claim in claim_ids():
-        shared = get_claim(claim).shares_study_with
         for size in SIZES:
+            shared = study_claim(claim, size) if study_claim(claim, size) != claim else None
             own = (CATALOG_DIR / claim / f"{size}.yaml").exists()
             reason = get_claim(claim).no_spec.get(size)
             if shared is not None:
@@ -102,7 +105,9 @@ def test_every_claim_has_a_study_or_a_reason_at_every_size_and_nothing_else_live
                 assert spec_path(claim, size) == spec_path(shared, size)
             else:
                 assert own != (reason is not None), f"{claim} {size}: a spec, or a reason why there is none"
-        files = {p.name for p in (CATALOG_DIR / claim).glob("*")} if shared is None else set()
+        files = (
+            set() if get_claim(claim).shares_study_with else {p.name for p in (CATALOG_DIR / claim).glob("*")}
+        )
         assert files <= {f"{size}.yaml" for size in SIZES}
 
 
@@ -111,6 +116,42 @@ def test_claims_that_need_the_same_experiment_share_one_study():
     assert get_claim("cifar10_stabilisation").shares_study_with == "cifar10_autonorm_s_beats_frozen_ln"
     assert get_claim("vision_gates_collapse_to_ln").shares_study_with == "cifar10_autonorm_s_beats_frozen_ln"
     assert get_claim("nlp_gates_mixed_deeper_dyt").shares_study_with == "ptb_pos_autonorm_s_beats_frozen_ln"
+
+
+def test_the_digits_claims_read_one_training_at_the_cpu_size_and_their_own_data_elsewhere():
+    digits = "cifar10_autonorm_s_beats_frozen_ln"
+    assert set(claims_reading(digits, "cpu")) == {
+        digits,
+        "cifar10_stabilisation",
+        "vision_gates_collapse_to_ln",
+        "svhn_adanorm_best",
+        "cifar10_c_robustness",
+    }
+    # one training, every arm the readings compare, and the corrupted copies the robustness claim reads
+    spec = load_catalog_spec(digits, "cpu")
+    assert spec.dataset == "digits_c"
+    assert {"adanorm", "autonorm_s", "autonorm", "random_selector", "frozen_ln"} <= set(spec.methods)
+    # at the paper size each keeps its own dataset
+    assert load_catalog_spec("svhn_adanorm_best", "paper").dataset == "svhn"
+    assert spec_path("cifar10_c_robustness", "paper") != spec_path(digits, "paper")
+
+
+def test_a_claim_cannot_share_a_study_with_a_claim_that_shares_one_itself(tmp_path, monkeypatch):
+    import studies.catalog.claims as claims_module
+
+    raw = yaml.safe_load(claims_module.CLAIMS_FILE.read_text())
+    for entry in raw["claims"]:
+        if entry["id"] == "cifar10_c_robustness":
+            entry["shares_study_at"] = {"cpu": "svhn_adanorm_best"}  # itself a reader at cpu
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(claims_module, "CLAIMS_FILE", path)
+    claims_module.load_claims.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="must be a claim with specs of its own"):
+            claims_module.load_claims()
+    finally:
+        claims_module.load_claims.cache_clear()
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -136,7 +177,7 @@ def test_a_pair_of_specs_equal_up_to_their_names_is_caught():
 @pytest.mark.parametrize(("claim", "size"), CATALOG_SPECS, ids=_spec_id)
 def test_every_study_can_express_the_claims_it_serves(claim, size):
     dataset = load_catalog_spec(claim, size).dataset
-    for served in [c for c in claim_ids() if c == claim or get_claim(c).shares_study_with == claim]:
+    for served in claims_reading(claim, size):
         assert expressibility_problem(get_claim(served), dataset) is None, served
 
 
@@ -190,7 +231,7 @@ def test_a_study_that_needs_the_freeze_does_not_set_eps_h_where_it_cannot_fire(c
 
 def test_a_high_eps_h_in_a_study_that_needs_the_freeze_is_rejected():
     claim = "autonorm_s_post_freeze_gate_ablation"
-    spec = yaml.safe_load(spec_path(claim, "cpu").read_text())
+    spec = yaml.safe_load(spec_path(claim, "smoke").read_text())
     spec["method_search"]["autonorm_s"]["eps_h"] = 0.6  # the first cpu run's value: 0 of 15 trials froze
     problems = freeze_problems(get_claim(claim), load_spec(yaml.safe_dump(spec)))
     assert "a high eps_H stops it" in " ".join(problems)
@@ -265,7 +306,7 @@ def test_rank_studies_run_without_layerscale(claim):
 def test_the_papers_numbers_are_in_the_metrics_own_units(claim):
     reported = get_claim(claim).reported
     paper_spec = load_catalog_spec(claim, "paper")
-    if get_claim(claim).shares_study_with is not None:
+    if study_claim(claim, "paper") != claim:
         return  # the host claim's spec carries the paper numbers of the study
     metric = DATASET_METRICS[paper_spec.dataset][0]
     for row, value in reported.values.items():

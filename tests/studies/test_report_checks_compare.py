@@ -220,6 +220,14 @@ def test_ordering_p_values_are_holm_adjusted_across_pairs():
 # ----------------------------------------------------------------------------------------------- sweep
 
 
+# Every sweep point's freeze fired (after epoch 2): a point where it did not is not tested
+# (tests/studies/claims/test_sweep_freeze.py).
+FROZE = (
+    {"epoch": 0, "gates_frozen": 0, "freeze_epoch": -1},
+    {"epoch": 4, "gates_frozen": 1, "freeze_epoch": 2},
+)
+
+
 def _sweep(gain_at_default: float, gain_elsewhere: float) -> StudyData:
     trials = []
     for seed, wobble in enumerate(NOISE):
@@ -241,6 +249,7 @@ def _sweep(gain_at_default: float, gain_elsewhere: float) -> StudyData:
                         base + gain + NOISE[(seed + 1) % 5],
                         group=f"t_freeze={t_freeze},eps_h={eps_h},tau={tau}",
                         knobs={"t_freeze": t_freeze, "eps_h": eps_h, "tau": tau},
+                        history=FROZE,
                     )
                 )
     return StudyData("digits", "test_accuracy", True, "frozen_ln", tuple(trials))

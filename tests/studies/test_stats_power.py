@@ -1,4 +1,5 @@
-"""studies.stats.minimum_detectable_effect: power identity, normal limit and a simulation."""
+"""studies.stats.power: the minimum detectable effect (power identity, normal limit, a simulation), the seeds an
+effect or an equivalence needs, and whether a design can decide before it runs."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from studies.stats import (
     equivalence_power,
     minimum_detectable_effect,
     seeds_for_equivalence,
+    seeds_for_power,
     t_test_power,
 )
+from studies.stats.power import design_feasibility
 from studies.tables import TrialRecord, build_results_table
 
 
@@ -117,3 +120,85 @@ def test_seeds_for_equivalence_is_the_first_count_reaching_eighty_percent() -> N
     assert seeds_for_equivalence(0.008, 0.004, 0.01) > n
     assert seeds_for_equivalence(0.01, 0.004, 0.01) is None
     assert seeds_for_equivalence(-0.012, 0.004, 0.01) is None
+
+
+def _tost_seeds_directly(sd: float, margin: float, alpha: float = 0.05, power: float = 0.8) -> int:
+    """TOST under a null effect, written out: each one-sided test at alpha / 2 rejects when the t statistic
+    against its bound exceeds t_crit; both reject with probability at least 2 P(one rejects) - 1."""
+    n = 2
+    while True:
+        t_crit = stats.t.ppf(1 - alpha / 2, n - 1)
+        one_side = stats.nct.sf(t_crit, n - 1, margin / (sd / math.sqrt(n)))
+        if 2 * one_side - 1 >= power:
+            return n
+        n += 1
+
+
+def test_equivalence_under_a_null_effect_needs_the_tost_seeds_of_a_direct_computation() -> None:
+    # the post-freeze ablation's spreads at ±1 accuracy point: the 53-72 seeds its cpu run lacked
+    for sd, seeds in ((0.025760, 72), (0.022013, 53)):
+        assert seeds_for_equivalence(0.0, sd, 0.01) == _tost_seeds_directly(sd, 0.01) == seeds
+    # the normal approximation (z_.975 + z_.9)^2 (sd / margin)^2 is a little below the t-based count
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.9)
+    assert 0 < 72 - (z * 0.025760 / 0.01) ** 2 < 3
+
+
+def test_a_null_effect_sized_design_lands_inside_the_margin_four_times_in_five() -> None:
+    sd, margin = 0.004, 0.003
+    n = seeds_for_equivalence(0.0, sd, margin)
+    assert n is not None
+    d = np.random.default_rng(2).normal(0.0, sd, size=(20_000, n))
+    half_width = stats.t.ppf(0.975, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = (d.mean(axis=1) - half_width >= -margin) & (d.mean(axis=1) + half_width <= margin)
+    assert 0.8 <= inside.mean() < 0.86  # the bound is conservative, and tight at 80 %
+
+
+def test_stale_equivalence_rows_are_resized_by_the_current_equivalence_count() -> None:
+    # The committed California (244) and MNIST (20) rows predate equivalence sizing: 244 and 20 are the
+    # seeds to *detect* the paper's effect. With those reports' spreads and margins the answers are 4 and 8.
+    california_sd, california_margin, california_effect = 0.0072185, 0.02749, -0.0013
+    mnist_sd, mnist_margin, mnist_effect = 0.0054248, 0.01, 0.0036
+    assert seeds_for_power(california_effect, california_sd) == 244
+    assert seeds_for_equivalence(california_effect, california_sd, california_margin) == 4
+    assert seeds_for_power(mnist_effect, mnist_sd) == 20
+    assert seeds_for_equivalence(mnist_effect, mnist_sd, mnist_margin) == 8
+
+
+def test_five_seeds_cannot_decide_the_post_freeze_ablation_and_the_needed_count_can() -> None:
+    sd = 0.025760  # expected − sample gate, measured on digits over 5 seeds
+    five = design_feasibility(sd, 5, margin=0.01)
+    assert not five.can_decide and five.power is not None and five.power < 0.05
+    assert five.seeds_needed == seeds_for_equivalence(0.0, sd, 0.01) == 72
+    assert (
+        five.reason.startswith("cannot decide: 5 seeds give under 1 % power")
+        and "needs 72 seeds" in five.reason
+    )
+    enough = design_feasibility(sd, 72, margin=0.01)
+    assert enough.can_decide and enough.reason.startswith("can decide")
+    assert not design_feasibility(sd, 71, margin=0.01).can_decide
+    # both gates must be shown equal for the ordering to be supported: each needs more power, so more seeds
+    both = design_feasibility(sd, 72, margin=0.01, findings_needed=2)
+    assert not both.can_decide and both.seeds_needed == 87
+    assert design_feasibility(sd, 87, margin=0.01, findings_needed=2).power >= 0.8
+
+
+def test_a_directional_design_is_sized_at_the_bonferroni_level_of_its_holm_family() -> None:
+    sd, effect = 0.022, 0.0087
+    single = design_feasibility(sd, 3, effect=effect)
+    assert single.seeds_needed == seeds_for_power(effect, sd)
+    family = design_feasibility(sd, 3, effect=effect, comparisons=9, findings_needed=3)
+    n = family.seeds_needed
+    assert n is not None and n > single.seeds_needed
+    per_point = [t_test_power(effect / (sd / math.sqrt(k)), k - 1, 0.05 / 9) for k in (n - 1, n)]
+    assert per_point[0] ** 3 < 0.8 <= per_point[1] ** 3
+    assert family.power == pytest.approx(t_test_power(effect / (sd / math.sqrt(3)), 2, 0.05 / 9) ** 3)
+
+
+def test_a_design_without_a_known_spread_or_a_reachable_margin_cannot_be_sized() -> None:
+    unknown = design_feasibility(None, 5, margin=0.01)
+    assert not unknown.can_decide and unknown.seeds_needed is None
+    assert unknown.reason.startswith("cannot be sized: no spread")
+    past = design_feasibility(0.01, 5, effect=0.012, margin=0.01)
+    assert past.seeds_needed is None and "no number of seeds shows equivalence" in past.reason
+    with pytest.raises(ValueError, match="effect of interest"):
+        design_feasibility(0.01, 5)

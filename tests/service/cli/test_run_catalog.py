@@ -67,7 +67,12 @@ def test_the_runner_submits_waits_and_writes_the_reports_and_the_index(
     assert "digits (stand-in for mnist; paper: cifar10, not comparable)" in row
     assert f"[html]({CLAIM}.html)" in row
     # a verdict on digits is about the stand-in, and is tallied with those alone
-    assert "## Verdicts about stand-ins (about the stand-in dataset, not the paper's): 1 supported" in index
+    assert (
+        "## Verdicts about stand-ins (about the stand-in dataset, not the paper's): "
+        "1 supported (1 independent experiment)\n"
+    ) in index
+    assert "## Stale reports: 0 of 1" in index  # written now, with this tree's fingerprint
+    assert json.loads((reports / f"{CLAIM}.json").read_text())["provenance"]["fingerprint"]["claim"]
     assert "## Verdicts on the paper's data" not in index
     assert "no scientific weight" in index
 
@@ -101,7 +106,11 @@ def test_the_index_covers_the_whole_catalog_and_keeps_earlier_reports(run_catalo
     (reports / "rank_post_norm_collapse.json").write_text(json.dumps(earlier))
     assert run_catalog.main(["--index-only", "--size", "smoke", "--output", str(reports)]) == 0
     index = (reports / "README.md").read_text()
-    assert "## Verdicts at initialisation (the claims hold on any input): 1 supported" in index
+    # a report with no fingerprint predates fingerprinting: its verdict is stale, tallied apart
+    assert (
+        "## Verdicts at initialisation (the claims hold on any input): none current; "
+        "stale (not counted as current): 1 supported (1 independent experiment)"
+    ) in index
     rows = [line for line in index.splitlines() if line.startswith("| ") and "`" in line]
     assert len(rows) == len(claim_ids())  # every claim of the catalog, run or not
     row = next(line for line in rows if "`ptb_perplexity`" in line)

@@ -1,6 +1,7 @@
 """The catalog page: every claim of studies.catalog with its latest verdict per size, read from the
 reports scripts/run_catalog.py leaves (reports/ for cpu, reports/smoke/, reports/paper/); `not run` where
-a size has no report, `no study` where the catalog has no study of that size; the stored HTML reports
+a size has no report, `no study` where the catalog has no study of that size; a report whose fingerprint
+differs from this tree's, or which has none, marked stale with the reason; the stored HTML reports
 served behind it, and nothing else from the folder."""
 
 from __future__ import annotations
@@ -12,20 +13,33 @@ import pytest
 
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, NO_STUDY, NOT_RUN, catalog_verdicts
-from studies.catalog import SIZES, claim_ids, get_claim
+from studies.catalog import SIZES, claim_ids, get_claim, spec_path
+from studies.catalog.fingerprint import claim_fingerprint
 
 HTML = {"Accept": "text/html"}
 CLAIM = "california_housing_no_gain"
 NO_CPU_STUDY = "cifar100_autonorm_s_beats_frozen_ln"  # no offline 100-class dataset: no cpu spec
 
 
-def _report(folder: Path, claim: str, verdict: str, *, reason: str | None = None, html: bool = True) -> None:
+def _report(
+    folder: Path,
+    claim: str,
+    verdict: str,
+    *,
+    reason: str | None = None,
+    html: bool = True,
+    fingerprint: dict | None = None,
+) -> None:
+    """A stored report; with `fingerprint`, the one run_catalog.py recorded when it wrote the report."""
     folder.mkdir(parents=True, exist_ok=True)
+    provenance = {"generated_at": "2026-12-03T18:38:44+00:00"}
+    if fingerprint is not None:
+        provenance["fingerprint"] = fingerprint
     report = {
         "study_id": "abc123",
         "verdict": verdict,
         "result": {"verdict": verdict, "reason": reason},
-        "provenance": {"generated_at": "2026-12-03T18:38:44+00:00"},
+        "provenance": provenance,
     }
     (folder / f"{claim}.json").write_text(json.dumps(report), encoding="utf-8")
     if html:
@@ -73,14 +87,54 @@ def test_the_verdicts_come_from_each_sizes_folder(tmp_path):
     assert paper.verdict == NOT_RUN
 
 
+def test_a_report_left_from_a_study_the_catalog_no_longer_has_is_no_verdict(tmp_path):
+    """As in the index: the catalog's reason stands, not the verdict of a study it dropped."""
+    _report(tmp_path, NO_CPU_STUDY, "inconclusive")
+    row = next(r for r in catalog_verdicts(tmp_path) if r.id == NO_CPU_STUDY)
+    assert (row.verdicts[1].verdict, row.verdicts[1].reason) == (
+        NO_STUDY,
+        get_claim(NO_CPU_STUDY).no_spec["cpu"],
+    )
+
+
 def test_an_unreadable_report_counts_as_not_run(tmp_path):
     (tmp_path / f"{CLAIM}.json").write_text("{ half written", encoding="utf-8")
     row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
     assert row.verdicts[1].verdict == NOT_RUN
 
 
+def _current(claim: str, tier: str) -> dict:
+    return claim_fingerprint(claim, spec_path(claim, tier)).to_json()
+
+
+def test_a_report_with_this_trees_fingerprint_is_current_and_one_without_is_stale(tmp_path):
+    _report(tmp_path, CLAIM, "supported", fingerprint=_current(CLAIM, "cpu"))
+    _report(tmp_path / "smoke", CLAIM, "supported")  # written before reports recorded fingerprints
+    smoke, cpu, paper = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts
+    assert cpu.stale is None
+    assert smoke.stale == "no fingerprint: predates fingerprinting"
+    assert paper.stale is None  # not run: no report to be stale
+
+
+def test_a_report_judged_with_another_spec_is_stale_and_says_so(tmp_path):
+    recorded = _current(CLAIM, "cpu") | {"spec": "0" * 64}
+    _report(tmp_path, CLAIM, "supported", fingerprint=recorded)
+    cpu = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts[1]
+    assert (cpu.verdict, cpu.stale) == ("supported", "spec changed")
+
+
+def test_the_catalog_page_marks_a_stale_verdict(client, reports):
+    _report(reports, CLAIM, "supported", fingerprint=_current(CLAIM, "cpu") | {"check_code": "0" * 64})
+    text = client.get("/catalog", headers=HTML).text
+    assert (
+        '<td class="wrap" data-tier="cpu" data-verdict="supported" data-stale="check code changed">' in text
+    )
+    assert '<span class="verdict stale warning" title="check code changed">stale</span>' in text
+    assert text.count("data-stale=") == 1  # the other claims have no report
+
+
 def test_the_catalog_page_shows_each_claims_verdicts_and_links_the_stored_reports(client, reports):
-    _report(reports, CLAIM, "supported")
+    _report(reports, CLAIM, "supported", fingerprint=_current(CLAIM, "cpu"))
     page = client.get("/catalog", headers=HTML)
     assert page.status_code == 200
     text = page.text

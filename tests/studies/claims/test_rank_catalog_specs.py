@@ -21,11 +21,11 @@ RANK_CLAIMS = (
     "init_rank_predicts_trainability",
 )
 SIZES = ("smoke", "cpu", "paper")
-# The width claim's check as proposed for studies/catalog/claims.yaml (the soft count of active units, full
-# at 1, widths within ±4 % of a threshold not judged, each threshold located to ±5 %).
+# The width claim's check as in studies/catalog/claims.yaml (the fraction of blocks whose J_f is numerically
+# full rank, judged against 0.5, widths within ±4 % of a threshold not judged, each located to ±5 %).
 WIDTH_CHECK = parse_check(
-    {"type": "width_threshold", "metric": "init_branch_active_width", "activations": ["relu", "gelu"],
-     "full_level": 1.0, "tolerance": 0.04, "resolution": 0.05, "sensitivity": {"knob": "init_scale", "at": 1.0}}
+    {"type": "width_threshold", "metric": "init_branch_jacobian_full_rank", "activations": ["relu", "gelu"],
+     "full_level": 0.5, "tolerance": 0.04, "resolution": 0.05, "sensitivity": {"knob": "init_scale", "at": 1.0}}
 )  # fmt: skip
 
 

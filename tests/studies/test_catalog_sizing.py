@@ -1,0 +1,47 @@
+"""A catalog study runs only where it can decide its claim: where the seeds a supported or contradicted
+outcome needs at the measured spread do not fit the cpu tier (about 15 minutes on 2 cores, 0.3 minute per
+digits trial), the claim has no cpu study and its `no_spec` states the seeds it would need."""
+
+from __future__ import annotations
+
+import pytest
+
+from studies.catalog import get_claim, spec_path
+from studies.stats.power import design_feasibility
+
+CPU_TIER_MINUTES = 15
+MINUTES_PER_DIGITS_TRIAL = 0.3  # measured: 33 trials in 9.8 min (freeze sweep), 20 in 5.8 (ablation)
+
+# claim -> (design, measured spread, trials per seed) from the claims' first cpu runs on digits
+SIZED = {
+    # both post-freeze gates within ±1 point of the sampled gate, sd of expected − sample (5 seeds)
+    "autonorm_s_post_freeze_gate_ablation": (
+        {"seeds": 5, "margin": 0.01, "findings_needed": 2},
+        0.02576,
+        4,
+    ),
+    # a gain of 0.87 points at the 3 focus points, Holm over 9 (sd pooled where the freeze fired, 3 seeds)
+    "autonorm_s_freeze_sweep": (
+        {"seeds": 3, "effect": 0.0087, "comparisons": 9, "findings_needed": 3},
+        0.0221,
+        11,
+    ),
+}
+
+
+@pytest.mark.parametrize("claim", sorted(SIZED))
+def test_a_claim_whose_needed_seeds_do_not_fit_the_cpu_tier_has_no_cpu_study_and_says_how_many(claim):
+    design, sd, trials_per_seed = SIZED[claim]
+    feasibility = design_feasibility(sd, **design)
+    assert not feasibility.can_decide  # the design that ran could only be inconclusive
+    needed = feasibility.seeds_needed
+    assert needed is not None
+    assert needed * trials_per_seed * MINUTES_PER_DIGITS_TRIAL > CPU_TIER_MINUTES
+    assert not spec_path(claim, "cpu").exists()
+    assert get_claim(claim).no_spec["cpu"].startswith(f"needs {needed} seeds")
+
+
+def test_the_ablations_pairs_alone_need_the_seeds_its_reason_states():
+    reason = get_claim("autonorm_s_post_freeze_gate_ablation").no_spec["cpu"]
+    alone = [design_feasibility(sd, 5, margin=0.01).seeds_needed for sd in (0.02576, 0.02201)]
+    assert alone == [72, 53] and "72 and 53 seeds for each pair" in reason
