@@ -2,7 +2,8 @@
 
 A study compares normalization methods on one dataset. `kind: compare` tunes each method's knobs on the
 validation split with seeds of their own (`tune_seeds`, phase `tune`), then re-runs each method's best
-config on the SAME seeds on the test split (phase `final`), so comparisons are paired. `kind: grid`
+config on the SAME seeds on the test split (phase `final`), so comparisons are paired; with `sequential`
+the final phase adds those seeds look by look and stops each comparison once it is decided. `kind: grid`
 skips tuning and runs every grid point of the search space on every seed (phase `grid`), e.g. the
 Transforming-Rank sweeps.
 
@@ -12,10 +13,10 @@ distribution a phase cannot use is an error with a field path, never silently ig
 The package imports neither torch nor FastAPI: the service validates specs without the training stack.
 
 Layout: `names` (datasets, models, fields), `metrics` (which way each metric is better), `distributions`
-(knob distributions), `sections` (model, scheduler, budget, data, resources), `study` (StudySpec),
-`rules` (its cross-field rules) and `loading` (YAML/JSON text -> validated spec). The knobs and the
-methods are studies.knobs' and studies.methods' (plain Python, which the trials read too). Import from
-`studies.spec`; the modules are its layout.
+(knob distributions), `sections` (model, scheduler, budget, data, resources, sequential design), `study`
+(StudySpec), `rules` (its cross-field rules) and `loading` (YAML/JSON text -> validated spec). The knobs
+and the methods are studies.knobs' and studies.methods' (plain Python, which the trials read too). Import
+from `studies.spec`; the modules are its layout.
 """
 
 from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS, KNOWN_DATASETS
@@ -47,7 +48,16 @@ from studies.spec.names import (
     MODEL_CONFIG_FIELDS,
     YAML_CONTENT_TYPES,
 )
-from studies.spec.sections import Budget, DataOptions, GridPoint, ModelSpec, Resources, SchedulerSpec
+from studies.spec.sections import (
+    Budget,
+    DataOptions,
+    GridPoint,
+    ModelSpec,
+    Resources,
+    SchedulerSpec,
+    SequentialDesign,
+    SequentialTest,
+)
 from studies.spec.study import StudySpec
 
 __all__ = [
@@ -79,6 +89,8 @@ __all__ = [
     "ModelSpec",
     "Resources",
     "SchedulerSpec",
+    "SequentialDesign",
+    "SequentialTest",
     "SpecFormatError",
     "StudySpec",
     "Uniform",

@@ -166,6 +166,43 @@ def tune_seeds_are_disjoint(spec: StudySpec, fail: Fail) -> None:
             )
 
 
+def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
+    """A sequential design compares methods (kind: compare), owns the seeds (0 to max_seeds - 1, so the looks
+    take them in order and none is trained twice), and states its differences in the metric's unit."""
+    design = spec.sequential
+    if design is None:
+        return
+    if spec.kind == "grid":
+        fail(
+            ("sequential",),
+            "not_for_grid",
+            "sequential applies to kind: compare, whose final phase compares each method with the "
+            "reference; kind: grid runs every point on every seed: remove sequential and list the seeds",
+            spec.kind,
+        )
+    if spec.seeds != design.seed_ids():
+        fail(
+            ("seeds",),
+            "seeds_with_sequential",
+            f"seeds {spec.seeds} disagree with sequential, whose seeds are derived: 0 to "
+            f"{design.max_seeds - 1} (max_seeds {design.max_seeds}), taken in order look by look so none "
+            "is trained twice; remove seeds and size the design with first_seeds, seeds_per_look and "
+            "max_seeds",
+            spec.seeds,
+        )
+    metric = DATASET_METRICS[spec.dataset][0]
+    for field, value in (("effect", design.effect), ("margin", design.margin)):
+        if value is not None and metric == "accuracy" and value >= 1.0:
+            hint = f"; write {value / 100:.6g}" if value <= 100.0 else ""
+            fail(
+                ("sequential", field),
+                "difference_unit",
+                f"sequential.{field} is in accuracy's unit, a fraction, so one accuracy point is 0.01 and "
+                f"{value:g} is beyond any difference two accuracies can have{hint}",
+                value,
+            )
+
+
 def check_overrides(spec: StudySpec, fail: Fail) -> None:
     """Every override must be a config field of the backbone that the study and the dataset leave free."""
     backbone = spec.model.backbone(spec.dataset)
@@ -364,7 +401,15 @@ def check_limits(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
             f"{limits.max_epochs} epochs per trial (NORMLAB_MAX_EPOCHS)",
             spec.budget.epochs,
         )
-    if len(spec.seeds) > limits.max_seeds:
+    if spec.sequential is not None and spec.sequential.max_seeds > limits.max_seeds:
+        fail(
+            ("sequential", "max_seeds"),
+            "over_limit",
+            f"sequential.max_seeds is {spec.sequential.max_seeds} but this server allows at most "
+            f"{limits.max_seeds} seeds (NORMLAB_MAX_SEEDS); lower max_seeds",
+            spec.sequential.max_seeds,
+        )
+    elif len(spec.seeds) > limits.max_seeds:
         fail(
             ("seeds",),
             "over_limit",
@@ -372,7 +417,8 @@ def check_limits(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
             f"{limits.max_seeds} (NORMLAB_MAX_SEEDS)",
             len(spec.seeds),
         )
-    planned = spec.planned_trials()
+    planned = spec.planned_trials()  # a sequential design's maximum: the server must allow its worst case
+    seeds = "sequential.max_seeds" if spec.sequential is not None else "seeds"
     if planned > limits.max_trials:
         phases = " + ".join(f"{phase} {n}" for phase, n in spec.planned_trials_by_phase().items())
         fail(
@@ -380,7 +426,7 @@ def check_limits(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
             "over_limit",
             f"the study plans {planned} trials ({phases}) but this server allows at most "
             f"{limits.max_trials} per study (NORMLAB_MAX_TRIALS); reduce num_samples, methods, "
-            "grid points or seeds",
+            f"grid points or {seeds}",
             planned,
         )
 
@@ -427,6 +473,7 @@ RULES: tuple[Callable[[StudySpec, Fail], None], ...] = (
     scheduler_fits_the_budget,
     reference_and_paper_numbers_name_study_methods,
     tune_seeds_are_disjoint,
+    sequential_design_fits_the_study,
     check_freeze_schedule,
     check_data_options,
 )

@@ -29,7 +29,15 @@ from studies.spec.distributions import (
 )
 from studies.spec.names import DEFAULT_NUM_SAMPLES
 from studies.spec.rules import _default_tune_seed, rule_errors
-from studies.spec.sections import Budget, DataOptions, GridPoint, ModelSpec, Resources, SchedulerSpec
+from studies.spec.sections import (
+    Budget,
+    DataOptions,
+    GridPoint,
+    ModelSpec,
+    Resources,
+    SchedulerSpec,
+    SequentialDesign,
+)
 
 
 class StudySpec(_Strict):
@@ -49,11 +57,15 @@ class StudySpec(_Strict):
     # its own count. Grid studies leave it unset: every grid point runs on every seed.
     num_samples: int | dict[str, int] | None = None
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    # Seeds of the final phase (or of every grid point): replicates, the same for every method.
+    # Seeds of the final phase (or of every grid point): replicates, the same for every method. With
+    # `sequential`, leave it out: validation fills in the design's seeds, 0 to max_seeds - 1.
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     # Seeds of the tune phase, disjoint from `seeds` so the configs are not picked on the seeds that then
     # report them. None -> [max(seeds) + 1]. The tune phase runs every sample on the first (`tune_seed`).
     tune_seeds: list[int] | None = Field(None, min_length=1, validate_default=True)
+    # Seeds added look by look until each comparison is decided, instead of all of `seeds` for every method
+    # (kind: compare). Its seeds are derived, 0 to max_seeds - 1, and fill `seeds` in; None: fixed seeds.
+    sequential: SequentialDesign | None = None
     split_seed: int = Field(0, ge=0)  # fixes the train/val split for every trial of the study
     budget: Budget = Field(default_factory=Budget)
     data: DataOptions = Field(default_factory=DataOptions)  # corruption eval sets (cifar10_c & co)
@@ -66,6 +78,19 @@ class StudySpec(_Strict):
     # The level the reference must reach before the report gives a verdict, with its source; None: the
     # catalog's level for the dataset when the study tests a claim, else unchecked (the report says so).
     convergence: Convergence | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sequential_seeds(cls, data: Any) -> Any:
+        # Before the fields: `tune_seeds` defaults to the seed after the largest of `seeds`, so the derived
+        # seeds must be in place first. A given `seeds` is left for the rules to compare with the design's.
+        if not isinstance(data, Mapping) or data.get("sequential") is None or "seeds" in data:
+            return data
+        try:
+            design = SequentialDesign.model_validate(data["sequential"])
+        except ValidationError:
+            return data  # the `sequential` field reports the problem
+        return {**data, "seeds": design.seed_ids()}
 
     @field_validator("name")
     @classmethod
@@ -223,6 +248,7 @@ class StudySpec(_Strict):
         return self.kind == "compare" and has_searchable_knobs(self.search_space_for(method))
 
     def planned_trials_by_phase(self) -> dict[str, int]:
+        """Trials per phase; a sequential design counts its maximum (every method on max_seeds seeds)."""
         if self.kind == "grid":
             return {"grid": sum(len(self.grid_points(m)) for m in self.methods) * len(self.seeds)}
         return {

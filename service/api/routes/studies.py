@@ -14,6 +14,7 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Header, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, SettingsDep
@@ -88,7 +89,23 @@ _REPLAY_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     """Parse and validate the body by its content type, with the server's study limits."""
-    return await read_spec(request, settings)
+    spec = await read_spec(request, settings)
+    if spec.sequential is not None:
+        # The design validates, but the driver still runs every seed of a fixed design: storing it would
+        # run max_seeds for every arm while the spec promised looks, so it is refused until looks run.
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "sequential"),
+                    "msg": "sequential designs are validated but not run yet: the study driver still runs a "
+                    f"fixed list of seeds. Remove sequential and list seeds: {spec.sequential.seed_ids()} "
+                    "runs every look's seeds for every arm",
+                    "type": "not_run_yet",
+                    "input": spec.sequential.model_dump(),
+                }
+            ]
+        )
+    return spec
 
 
 @router.post(

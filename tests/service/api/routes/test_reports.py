@@ -148,7 +148,7 @@ def test_a_rank_grid_study_is_judged_on_the_epoch_zero_measurements(client, app_
             # Pre-Norm's is flat over the deeper half (a plateau, not a slower fall)
             jitter = 0.01 * (seed - 1.5) if placement == "post" else 0.01 * ((3 * seed) % 4 - 1.5)
             exponent = (-0.9 if placement == "post" else 0.0) + jitter
-            ranks |= {f"init_erank_jacobian_{l}": value * (l / 16) ** exponent for l in range(1, 17)}
+            ranks |= {f"init_erank_jacobian_{d}": value * (d / 16) ** exponent for d in range(1, 17)}
             add_epochs(app_engine, study_id, key, {0: ranks})
     report = client.get(f"/studies/{study_id}/report").json()
     assert report["claim"]["paper"] == "transforming_rank"
