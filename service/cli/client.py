@@ -38,6 +38,7 @@ err_console = Console(stderr=True)
 # service, so the CLI starts without SQLAlchemy.
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _FORMATS = ("table", "json", "csv", "md", "html")
+REPORT_TIMEOUT_S = 900.0
 
 
 class CliError(Exception):
@@ -53,10 +54,12 @@ def make_http_client(api_url: str, token: str | None) -> httpx.Client:
 class ApiClient:
     """Thin HTTP wrapper that turns transport and HTTP errors into CliError messages."""
 
-    def __init__(self, api_url: str, token: str | None = None) -> None:
+    def __init__(self, api_url: str, token: str | None = None, *, timeout_s: float | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token
         self._http = make_http_client(self.api_url, token)
+        if timeout_s is not None:
+            self._http.timeout = timeout_s  # httpx takes a number of seconds
 
     def __enter__(self) -> ApiClient:
         return self
@@ -207,5 +210,7 @@ def fetch_report(api_url: str, study_id: str, *, fmt: str = "md", claim: str | N
     """A study's report (GET /studies/{id}/report) as md, html or json text; `claim` judges it against
     another claim the study serves."""
     params = {"format": fmt} | ({"claim": claim} if claim else {})
-    with ApiClient(api_url) as api:
+    # A report judges every trial (a 384-trial grid with its sensitivity tables and figures took about a
+    # minute per format on a busy 2-core machine): the client's usual 30 s would give up first.
+    with ApiClient(api_url, timeout_s=REPORT_TIMEOUT_S) as api:
         return api.request("GET", f"/studies/{study_id}/report", params=params).text
