@@ -143,10 +143,13 @@ def auth_mlflow(tmp_path_factory) -> Iterator[AuthMlflow]:
 
 @pytest.mark.slow
 def test_the_rest_api_refuses_requests_without_valid_credentials_and_health_stays_open(auth_mlflow):
-    assert httpx.get(f"{auth_mlflow.uri}{SEARCH}").status_code == 401
-    assert httpx.get(f"{auth_mlflow.uri}{SEARCH}", auth=(ADMIN, "wrong-password")).status_code == 401
-    assert httpx.get(f"{auth_mlflow.uri}{SEARCH}", auth=(ADMIN, PASSWORD)).status_code == 200
-    assert httpx.get(f"{auth_mlflow.uri}/health").status_code == 200  # compose's healthcheck needs no login
+    # Every password check is a full hash computation on the server: on a loaded 2-core machine one took
+    # longer than httpx's 5 s default, so the requests wait as long as the server needs.
+    with httpx.Client(base_url=auth_mlflow.uri, timeout=60.0) as http:
+        assert http.get(SEARCH).status_code == 401
+        assert http.get(SEARCH, auth=(ADMIN, "wrong-password")).status_code == 401
+        assert http.get(SEARCH, auth=(ADMIN, PASSWORD)).status_code == 200
+        assert http.get("/health").status_code == 200  # compose's healthcheck needs no login
 
 
 @pytest.mark.slow
