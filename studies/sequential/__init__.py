@@ -26,6 +26,7 @@ so the study's family-wise error over all comparisons and all looks stays at or 
 - `efficacy_boundaries(fractions, alpha=, sided=, spending=)`, `with_futility(design, drift=, beta=)`,
   `classical_boundaries(looks, "pocock" | "obrien_fleming")`, `critical_values(design, dfs)`.
 - `operating_characteristics(design, drift)`, `drift_for_power(design, power=)`, `inflation_factor`.
+- `SequentialMonitor`: a study's looks and decisions (studies.sequential.looks), which the driver runs.
 - `repeated_confidence_interval(...)`, `stagewise_p_value(...)`, `z_from_t(...)`, `holm_level(...)`.
 """
 
@@ -38,6 +39,7 @@ from studies.sequential.boundaries import (
     with_futility,
 )
 from studies.sequential.inference import repeated_confidence_interval, stagewise_p_value, z_from_t
+from studies.sequential.looks import DECISIONS, ComparisonOutcome, LookPoint, LookRecord, SequentialMonitor
 from studies.sequential.multiplicity import holm_level
 from studies.sequential.operating import (
     OperatingCharacteristics,
@@ -55,10 +57,15 @@ from studies.sequential.spending import (
 )
 
 __all__ = [
+    "DECISIONS",
     "DEFAULT_GRID_SIZE",
     "SPENDING_FUNCTIONS",
     "Boundaries",
+    "ComparisonOutcome",
+    "LookPoint",
+    "LookRecord",
     "OperatingCharacteristics",
+    "SequentialMonitor",
     "SpendingFunction",
     "classical_boundaries",
     "critical_values",
