@@ -18,11 +18,11 @@ its tail probability (`z_from_t`):
   (margin - mean) / se), shown when Z >= c_k; stopped as not equivalent when the look's repeated interval
   lies wholly outside +-margin (|mean| - margin >= c_k se).
 
-Futility (superiority and non_inferiority, non-binding, never at the last look) tests the alternative
-itself: a comparison stops when the look rejects a true difference of `effect` (superiority) or of 0
-(non_inferiority) at the level 1 - power spends by then (`_futility_bound`). Futility and
-not-equivalent stops never raise the type-I error: the efficacy boundaries are computed as if they
-never happened.
+Futility (superiority and non_inferiority, non-binding, never at the last look): a superiority comparison
+stops when the look rejects a true difference of `effect` (either sign), a non-inferiority comparison when
+it shows the method worse than the reference by more than the margin, each one-sided at the level that
+1 - power spends by then (`_futility_bound`). Futility and not-equivalent stops never raise the type-I
+error: the efficacy boundaries are computed as if they never happened.
 
 Family-wise error: Holm's step-down across comparisons (`studies.sequential.multiplicity`). Before each
 decision every still-open comparison is tested at alpha / (m - r), r the comparisons already rejected
@@ -339,12 +339,12 @@ class SequentialMonitor:
     def _futility_bound(self, fractions: tuple[float, ...], se: float, df: int) -> float | None:
         """The look's non-binding futility bound on the statistic's z scale, None without one.
 
-        Futility tests the effect of interest itself: the comparison stops when the look rejects a true
-        difference of `effect` (superiority, either sign) or of 0 (non_inferiority, whose goal needs the
-        method level with the reference), one-sided, with 1 - power spent over the looks by the design's
-        spending function. Under that difference the statistic is a central t, so matching the bound to t
-        by its tail is exact, as for the efficacy bound; P(a futility stop | the effect) is at most
-        1 - power, so the design keeps its power up to the efficacy stops it forgoes.
+        Superiority stops when the look rejects a true difference of `effect` (either sign); non_inferiority
+        when it shows the method worse by more than the margin (its own statistic far below 0). Each is
+        one-sided, with 1 - power spent over the looks by the design's spending function. Under the
+        difference tested the statistic is a central t, so matching the bound to t by its tail is exact,
+        as for the efficacy bound. For superiority P(a futility stop | the effect) is at most 1 - power;
+        for non_inferiority a stop needs the method beyond the margin, which a level method almost never is.
         """
         design = self.design
         if not design.futility or design.test == "equivalence" or se <= 0.0:
@@ -353,10 +353,10 @@ class SequentialMonitor:
         bound_t = critical_values(beta_design, [df] * len(fractions))[-1]
         if not math.isfinite(bound_t):
             return None
-        difference = float(design.effect if design.test == "superiority" else design.margin or 0.0)
-        # superiority: (|mean| - effect) / se <= -bound; non_inferiority: mean / se <= -bound, i.e. its
-        # statistic (mean + margin) / se <= margin / se - bound.
-        return z_from_t(difference / se - bound_t, df)
+        if design.test == "non_inferiority":
+            return -z_from_t(bound_t, df)  # (mean + margin) / se <= -bound: worse than the margin
+        # (|mean| - effect) / se <= -bound, i.e. |mean| / se <= effect / se - bound.
+        return z_from_t(float(design.effect or 0.0) / se - bound_t, df)
 
     def _outside_margin(self, mean: float, se: float, boundaries: Boundaries, n: int) -> bool:
         low, high = repeated_confidence_interval(
