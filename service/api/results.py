@@ -2,7 +2,8 @@
 The checks of a request (known dataset, studies of that dataset, trials to show, a metric those trials
 stored and the metric table gives a direction for) raise the domain errors service.api.errors maps to 404 and
 422, and a reference that names no single row of the table is a 422 at `["query", "reference"]`; the table
-and its evidence are built in studies.store.results, as the study driver builds them.
+and its evidence are built in studies.store.results, as the study driver builds them (a sequential study's
+comparisons from its stored looks, which the selection carries).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
 from studies.store import StudyView, get_study, list_studies, list_trials
 from studies.store import results as study_results
-from studies.store.results import ResultsSelection, select_results, selection_evidence, stored_metric_names
+from studies.store.results import (
+    ResultsSelection,
+    select_results,
+    selection_evidence,
+    stored_looks,
+    stored_metric_names,
+)
 from studies.store.results_evidence import RESULT_PHASES
 from studies.tables import ResultsTable
 
@@ -54,7 +61,7 @@ def choose_results(
         comparable = [name for name in stored if (dataset, name) in METRIC_DIRECTIONS]
         if metric not in comparable:
             raise UnknownMetricError(metric, comparable, stored=metric in stored)
-    return select_results(dataset, studies, trials, metric)
+    return select_results(dataset, studies, trials, metric, looks=stored_looks(session, studies))
 
 
 def _chosen_studies(session: Session, dataset: str, ids: list[str]) -> list[StudyView]:

@@ -30,9 +30,9 @@ decision every still-open comparison is tested at alpha / (m - r), r the compari
 looks, until no further comparison is rejected. Futility stops keep their share.
 
 After a stop the numbers that account for the looks (`ComparisonOutcome`): the repeated confidence
-interval at the Bonferroni level alpha / m (simultaneous over every comparison and every look, so it is
-valid whenever the study stopped) and the stage-wise-ordering p-value at the look where the comparison
-stopped.
+interval (valid over every look, so whenever the study stopped) and the stage-wise-ordering p-value at the
+look where the comparison stopped, both at the level the comparison was tested at, so they agree with its
+decision.
 """
 
 from __future__ import annotations
@@ -155,9 +155,11 @@ class ComparisonOutcome:
     stopped_at_look: int
     seeds: int
     estimate: float
-    interval: tuple[float, float]  # repeated confidence interval, simultaneous at the Bonferroni level
-    interval_level: float  # its coverage, e.g. 0.95 (two-sided) or 0.90 (a one-sided design's 1 - 2 alpha)
-    p_value: float | None  # stage-wise ordering; None without a point
+    interval: tuple[float, float]  # repeated confidence interval at the level it was tested at (Holm)
+    interval_level: (
+        float  # its coverage: 1 - level (two-sided) or 1 - 2 level (one-sided); NaN without a point
+    )
+    p_value: float | None  # stage-wise ordering at its stop; None while open or without a point
 
 
 @lru_cache(maxsize=4096)
@@ -368,23 +370,29 @@ class SequentialMonitor:
     # -- after the study --------------------------------------------------------------------------------
 
     def outcomes(self) -> list[ComparisonOutcome]:
-        """Every comparison's numbers at the point where it stopped (or its last point when still open)."""
+        """Every comparison's numbers at its last point: where it stopped, or where it stands while open.
+
+        The repeated confidence interval and the stage-wise p-value use the design the comparison was last
+        tested with (its Holm level, at its own information fractions), so they agree with its decision:
+        the interval excludes no difference (superiority) exactly when the looks decided one, and p is at
+        most the level exactly then. Each interval covers with 1 - level over every look; across the
+        comparisons, Holm's procedure controls the family-wise error of the decisions. The p-value is
+        defined where a comparison stopped: None while it is open.
+        """
         design = self.design
-        m = len(self.comparisons)
-        level = design.alpha / m
         sided = 2 if design.test == "superiority" else 1
         outcomes = []
         for method, state in self.comparisons.items():
             if not state.points:
                 outcomes.append(
                     ComparisonOutcome(
-                        method, state.decision, 0, 0, math.nan, (-math.inf, math.inf), 0.0, None
+                        method, state.decision, 0, 0, math.nan, (-math.inf, math.inf), math.nan, None
                     )
                 )
                 continue
             last = state.points[-1]
             fractions = tuple(p.fraction for p in state.points)
-            boundaries = _design(fractions, level, sided, design.spending)
+            boundaries = _design(fractions, last.level, sided, design.spending)
             interval = repeated_confidence_interval(
                 last.estimate,
                 last.standard_error,
@@ -392,7 +400,6 @@ class SequentialMonitor:
                 len(fractions),
                 degrees_of_freedom=last.seeds - 1,
             )
-            p_value = self._p_value(last, fractions, boundaries)
             outcomes.append(
                 ComparisonOutcome(
                     method=method,
@@ -401,8 +408,8 @@ class SequentialMonitor:
                     seeds=last.seeds,
                     estimate=last.estimate,
                     interval=interval,
-                    interval_level=1.0 - design.alpha if sided == 2 else 1.0 - 2.0 * design.alpha,
-                    p_value=p_value,
+                    interval_level=1.0 - last.level if sided == 2 else 1.0 - 2.0 * last.level,
+                    p_value=None if state.is_open else self._p_value(last, fractions, boundaries),
                 )
             )
         return outcomes

@@ -190,6 +190,18 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "max_seeds",
             spec.seeds,
         )
+    if spec.claim is not None:
+        # A claim's check computes fixed-design statistics over the seeds it finds; after looks that
+        # stopped arms early those would overstate the evidence. The design's own decisions are the test.
+        fail(
+            ("sequential",),
+            "claim_with_sequential",
+            f"claim {spec.claim!r} is judged by its check's fixed-seed statistics, which a sequential "
+            "design's early stops would bias: remove claim (the report and /results give the design's "
+            "own decisions, repeated confidence intervals and stage-wise p-values), or remove sequential "
+            "and list the seeds",
+            spec.claim,
+        )
     metric = DATASET_METRICS[spec.dataset][0]
     for field, value in (("effect", design.effect), ("margin", design.margin)):
         if value is not None and metric == "accuracy" and value >= 1.0:

@@ -1,5 +1,5 @@
-"""Persistence of studies (with their driver attempts), trials and per-epoch trial histories (SQLAlchemy 2
-only: importable by the Ray driver without FastAPI).
+"""Persistence of studies (with their driver attempts), trials, per-epoch trial histories and the looks of
+sequential studies (SQLAlchemy 2 only: importable by the Ray driver without FastAPI).
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
@@ -7,6 +7,7 @@ keyword-only functions below; they return frozen value objects (histories: plain
 
 from studies.store._attempts import end_attempt, record_attempt
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
+from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
 from studies.store._studies import (
     create_study,
     create_study_once,
@@ -22,8 +23,10 @@ from studies.store._trials import fill_trial_mlflow_run, list_trials, record_tri
 from studies.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from studies.store.errors import (
     IdempotencyKeyReusedError,
+    InvalidLookError,
     InvalidStatusTransitionError,
     InvalidTrialError,
+    LookConflictError,
     StoreError,
     StudyNotFoundError,
     TrialKeyConflictError,
@@ -31,7 +34,7 @@ from studies.store.errors import (
 )
 from studies.store.migrate import upgrade_database
 from studies.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from studies.store.tables import Base, Study, StudyAttempt, Trial, TrialEpoch
+from studies.store.tables import Base, Study, StudyAttempt, StudyLook, Trial, TrialEpoch
 from studies.store.views import AttemptView, StudyProgress, StudyView, TrialView
 
 __all__ = [
@@ -40,12 +43,15 @@ __all__ = [
     "AttemptView",
     "Base",
     "IdempotencyKeyReusedError",
+    "InvalidLookError",
     "InvalidStatusTransitionError",
     "InvalidTrialError",
+    "LookConflictError",
     "Phase",
     "StoreError",
     "Study",
     "StudyAttempt",
+    "StudyLook",
     "StudyNotFoundError",
     "StudyProgress",
     "StudyStatus",
@@ -69,13 +75,17 @@ __all__ = [
     "normalize_database_url",
     "read_only",
     "record_attempt",
+    "record_look",
     "record_trial",
     "record_trial_epoch",
+    "sequential_summary",
     "session_scope",
     "set_study_runtime",
     "set_study_status",
     "study_histories",
+    "study_looks",
     "study_progress",
+    "study_sequential",
     "trial_history",
     "upgrade_database",
 ]

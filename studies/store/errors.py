@@ -6,8 +6,10 @@ from studies.store.status import TERMINAL_STATUSES
 
 __all__ = [
     "IdempotencyKeyReusedError",
+    "InvalidLookError",
     "InvalidStatusTransitionError",
     "InvalidTrialError",
+    "LookConflictError",
     "StoreError",
     "StudyNotFoundError",
     "TrialKeyConflictError",
@@ -73,3 +75,19 @@ class IdempotencyKeyReusedError(StoreError):
         )
         self.idempotency_key = idempotency_key
         self.study_id = study_id
+
+
+class InvalidLookError(StoreError, ValueError):
+    """A look record the study cannot have: a fixed-seed study, or a look outside its design."""
+
+
+class LookConflictError(StoreError):
+    """A look already stored with a different record: what a look decided stays decided."""
+
+    def __init__(self, study_id: str, look: int, difference: str) -> None:
+        super().__init__(
+            f"study '{study_id}' already has look {look} stored, with a different record ({difference}); "
+            "a stored look is never overwritten: the data it analysed changed since it was taken"
+        )
+        self.study_id = study_id
+        self.look = look

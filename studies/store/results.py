@@ -1,27 +1,30 @@
 """Results tables and their mechanism evidence, built from stored trials: the one place that turns a
 selection of final-phase (or grid) trials into a studies.tables table (its metric's direction from
-studies.spec.METRIC_DIRECTIONS, the studies' reference, planned seeds and paper numbers). GET /results
-(through service.api.results, which chooses the studies and checks the request) and the study driver (which
-saves one study's results with its MLflow parent run) both build here. No FastAPI: the driver imports it.
+studies.spec.METRIC_DIRECTIONS, the studies' reference, planned seeds and paper numbers; a sequential
+study's comparisons from its stored looks, studies.store.results_sequential). GET /results (through
+service.api.results, which chooses the studies and checks the request) and the study driver (which saves
+one study's results with its MLflow parent run) both build here. No FastAPI: the driver imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeGuard
 
 from sqlalchemy.orm import Session
 
 from studies.evidence import Evidence
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
-from studies.store import StudyView, TrialView, get_study, list_trials
+from studies.store import StudyView, TrialView, get_study, list_trials, study_looks
 from studies.store.results_evidence import RESULT_PHASES, results_evidence
+from studies.store.results_sequential import sequential_summaries, sequential_table
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
 from studies.tables.build import PlanKey
 from studies.tables.dataset_notes import dataset_note
 
 if TYPE_CHECKING:
+    from studies.sequential import LookRecord
     from studies.tuning import StudyTuning
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "results_table",
     "select_results",
     "selection_evidence",
+    "stored_looks",
     "stored_metric_names",
     "study_results",
     "trial_records",
@@ -48,6 +52,8 @@ class ResultsSelection:
     metric: str  # as tables name it: the dataset's primary metric, or `metric_key`
     metric_key: str | None
     higher_is_better: bool
+    # Study id -> the stored looks of each sequential study among `studies` (stored_looks).
+    looks: Mapping[str, tuple[LookRecord, ...]] = field(default_factory=dict)
 
     @property
     def specs(self) -> list[StudySpec]:
@@ -62,10 +68,15 @@ class StudyResults:
 
 
 def select_results(
-    dataset: str, studies: Sequence[StudyView], trials: Sequence[TrialView], metric_key: str | None = None
+    dataset: str,
+    studies: Sequence[StudyView],
+    trials: Sequence[TrialView],
+    metric_key: str | None = None,
+    looks: Mapping[str, Sequence[LookRecord]] | None = None,
 ) -> ResultsSelection:
     """The selection of `trials` on `metric_key` (None: the dataset's primary metric); its direction comes
-    from the metric table, so a metric without one raises studies.spec.UnknownMetricError."""
+    from the metric table, so a metric without one raises studies.spec.UnknownMetricError. `looks`: the
+    stored looks of its sequential studies (stored_looks), by study id."""
     metric = metric_key if metric_key is not None else DATASET_METRICS[dataset][0]
     return ResultsSelection(
         dataset=dataset,
@@ -74,7 +85,13 @@ def select_results(
         metric=metric,
         metric_key=metric_key,
         higher_is_better=higher_is_better(dataset, metric),
+        looks={study_id: tuple(records) for study_id, records in (looks or {}).items()},
     )
+
+
+def stored_looks(session: Session, studies: Sequence[StudyView]) -> dict[str, list[LookRecord]]:
+    """The stored looks of every sequential study among `studies`, by study id."""
+    return {study.id: study_looks(session, study.id) for study in studies if study.spec.get("sequential")}
 
 
 def results_table(
@@ -84,9 +101,13 @@ def results_table(
     confidence: float = 0.95,
     adjustment: str = "holm",
 ) -> ResultsTable:
-    """The CI table of a selection; `reference` None: the first study's reference row."""
+    """The CI table of a selection; `reference` None: the first study's reference row. A sequential study's
+    arms are planned the seeds its looks gave them, and its comparisons show what its looks concluded
+    (studies.store.results_sequential)."""
     specs = selection.specs
-    return build_results_table(
+    summaries = sequential_summaries(selection.studies, specs, selection.looks)
+    given = [summaries[s.id]["seeds_per_arm"] if s.id in summaries else None for s in selection.studies]
+    table = build_results_table(
         trial_records(selection.trials, selection.metric_key),
         dataset=selection.dataset,
         metric=selection.metric,
@@ -94,10 +115,11 @@ def results_table(
         reference=reference or (specs[0].reference if specs else DEFAULT_REFERENCE),
         confidence=confidence,
         adjustment=adjustment,
-        planned_seeds=planned_seeds(specs),
+        planned_seeds=planned_seeds(specs, seeds_per_arm=given),
         paper_values={m: v for spec in specs for m, v in spec.paper_numbers.items()},
         dataset_note=dataset_note(selection.dataset),  # stand-ins say what they stand in for
     )
+    return sequential_table(table, summaries, primary_metric=selection.metric_key is None)
 
 
 def selection_evidence(
@@ -122,7 +144,7 @@ def study_results(session: Session, *, study_id: str, confidence: float = 0.95) 
     trials = list_trials(session, study_id=study_id, phase=list(RESULT_PHASES))
     if not trials:
         return None
-    selection = select_results(study.dataset, [study], trials)
+    selection = select_results(study.dataset, [study], trials, looks=stored_looks(session, [study]))
     # Imported here: Optuna's evaluators load only where a study's results are built, not with the API.
     from studies.store.results_tuning import stored_tuning_trials, tuning_of
 
@@ -167,17 +189,25 @@ def _value(trial: TrialView, metric: str | None) -> float | None:
     return float(value) if _is_number(value) else None
 
 
-def planned_seeds(specs: Sequence[StudySpec]) -> dict[PlanKey, list[int]]:
-    """Seeds each row was planned to run, over every spec: by method, or by (method, grid point)."""
+def planned_seeds(
+    specs: Sequence[StudySpec], *, seeds_per_arm: Sequence[Mapping[str, int] | None] = ()
+) -> dict[PlanKey, list[int]]:
+    """Seeds each row was planned to run, over every spec: by method, or by (method, grid point).
+
+    `seeds_per_arm`, beside `specs` where given: the seeds a sequential study's looks gave each arm (its
+    first n), which an arm its looks stopped early planned instead of the design's maximum.
+    """
     planned: dict[PlanKey, list[int]] = {}
-    for spec in specs:
+    given = [*seeds_per_arm, *([None] * (len(specs) - len(seeds_per_arm)))]
+    for spec, arms in zip(specs, given, strict=True):
         for method in spec.methods:
             rows: list[PlanKey] = (
                 [(method, point.label) for point in spec.grid_points(method)]
                 if spec.kind == "grid"
                 else [method]
             )
+            seeds = spec.seeds if arms is None else spec.seeds[: arms.get(method, len(spec.seeds))]
             for row in rows:
                 planned.setdefault(row, [])
-                planned[row] += [s for s in spec.seeds if s not in planned[row]]
+                planned[row] += [s for s in seeds if s not in planned[row]]
     return planned

@@ -1,6 +1,7 @@
 """SQLAlchemy tables: one row per study, one row per driver attempt of a study (its Ray job and, when the
 driver died, why), one row per trial (keyed by the driver's idempotent trial_key), and one row per reported
-epoch of a trial (its per-epoch history).
+epoch of a trial (its per-epoch history), and one row per look of a sequential study (what the look saw and
+decided, as studies.sequential's LookRecord writes it).
 
 The Alembic revisions in studies/store/migrations create exactly these tables; a test compares the two.
 """
@@ -29,7 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from studies.store.status import Phase, StudyStatus, TrialStatus
 
-__all__ = ["Base", "Study", "StudyAttempt", "Trial", "TrialEpoch", "utcnow"]
+__all__ = ["Base", "Study", "StudyAttempt", "StudyLook", "Trial", "TrialEpoch", "utcnow"]
 
 # Deterministic constraint names, so later migrations can address them on every backend.
 NAMING_CONVENTION = {
@@ -146,3 +147,22 @@ class TrialEpoch(Base):
     )
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONType)
     recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # last (re)report of this epoch
+
+
+class StudyLook(Base):
+    """One look of a sequential study: what it saw and decided (studies.sequential.LookRecord as JSON).
+
+    Written once by the study's driver and never changed: what a look decided stays decided (the store
+    refuses a different record for a stored look). The study foreign key deletes a study's looks with it.
+    """
+
+    __tablename__ = "study_looks"
+    __table_args__ = (CheckConstraint("look >= 1", name="look"),)
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    look: Mapped[int] = mapped_column(Integer, primary_key=True)  # 1 = first
+    # LookRecord.to_json(), non-finite numbers as strings (JSONB has no Infinity or NaN): studies.store._looks
+    record: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

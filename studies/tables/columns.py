@@ -14,6 +14,9 @@ __all__ = ["display_cells", "display_headers", "formatter_for", "table_caption"]
 
 def display_headers(table: ResultsTableData) -> list[str]:
     level = f"{table.confidence * 100:g} %"
+    # A sequential study's comparisons carry the interval of their looks, at the design's level: the test
+    # column names it row by row.
+    diff_interval = "Δ CI (see test)" if table.sequential else f"Δ {level} CI"
     headers = [
         "method",
         "seeds done/planned",
@@ -21,7 +24,7 @@ def display_headers(table: ResultsTableData) -> list[str]:
         f"{level} CI (t)",
         f"{level} CI (BCa)",
         f"Δ vs {table.reference}",
-        f"Δ {level} CI",
+        diff_interval,
         "test",
         "p",
         f"p adj. ({table.adjustment})",
@@ -71,9 +74,30 @@ def table_caption(table: ResultsTableData) -> str:
     stand_in = f"{table.dataset} is a {table.dataset_note.rstrip('.')}. " if table.dataset_note else ""
     return stand_in + (
         f"{table.dataset}: {table.metric} ({direction}); reference {table.reference}; "
-        f"{table.confidence * 100:g} % intervals; p adjusted by {_adjustment_name(table.adjustment)} "
-        f"across {sum(r.p_value is not None for r in table.rows)} comparison(s); "
+        f"{table.confidence * 100:g} % intervals; {_adjustment_clause(table)}; "
         f"bootstrap: BCa, {table.bootstrap_resamples} resamples, seed fixed; {table.primary_test}"
+        f"{_sequential_caption(table)}"
+    )
+
+
+def _adjustment_clause(table: ResultsTableData) -> str:
+    name = _adjustment_name(table.adjustment)
+    if not table.sequential:
+        return f"p adjusted by {name} across {sum(r.p_value is not None for r in table.rows)} comparison(s)"
+    # A sequential study's comparisons are not adjusted here: its looks applied Holm's step-down.
+    fixed = sum(r.p_adjusted is not None for r in table.rows)
+    return f"p adjusted by {name} across {fixed} comparison(s) of fixed-seed studies"
+
+
+def _sequential_caption(table: ResultsTableData) -> str:
+    if not table.sequential:
+        return ""
+    return (
+        f"; sequential study {', '.join(table.sequential)}: seeds were added look by look until each "
+        "comparison was decided, so a fixed-n test would ignore the looks: its comparisons show the "
+        "repeated confidence interval (simultaneous over its comparisons and every look) and the stage-wise "
+        "p-value, decided by its own Holm step-down, and a comparison that pools its seeds with other "
+        "studies' is not tested"
     )
 
 

@@ -6,10 +6,15 @@ without importing the builder; `studies.tables.table.ResultsTable` adds a method
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from studies.records import row_label
 from studies.stats.summary import DEFAULT_BOOTSTRAP_RESAMPLES
+
+if TYPE_CHECKING:
+    from studies.tables.sequential import SequentialSummary
 
 __all__ = ["PRIMARY_TEST_NOTE", "PRIMARY_TEST_NOTE_INTERSECT", "ResultsRow", "ResultsTableData"]
 
@@ -85,6 +90,9 @@ class ResultsTableData:
     primary_test: str = field(default=PRIMARY_TEST_NOTE)
     # "stand-in for <paper dataset>: <what it is>" when the dataset is not the paper's own (dataset_notes).
     dataset_note: str | None = None
+    # Study id -> summary of each sequential study the table covers (studies.tables.sequential); its
+    # comparisons show the repeated interval and stage-wise p of the study's looks (studies.store.results).
+    sequential: Mapping[str, SequentialSummary] = field(default_factory=dict, hash=False)
 
     @property
     def alpha(self) -> float:

@@ -12,7 +12,18 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
+from studies.tables.formatting import Formatter
+from studies.tables.render_sequential import sequential_blocks
 from studies.tables.render_svg import forest_plot_svg
+from studies.tables.sequential import (
+    EQUIVALENCE_NOT_SHOWN,
+    EQUIVALENT,
+    NON_INFERIOR,
+    NON_INFERIORITY_NOT_SHOWN,
+    NOT_EQUIVALENT,
+    NOT_TESTED,
+    OPEN,
+)
 
 if TYPE_CHECKING:
     from studies.evidence import Evidence
@@ -27,6 +38,17 @@ _VERDICT_CLASS = {
     "no significant difference": "nsd",
     "reference": "reference",
     "insufficient data": "insufficient",
+}
+# The verdicts only a sequential study's comparisons take (studies.store.results_sequential); kept out of
+# the legend, which a fixed-seed table shows as it always did.
+_SEQUENTIAL_VERDICT_CLASS = {
+    OPEN: "insufficient",
+    NON_INFERIOR: "better",
+    EQUIVALENT: "better",
+    NOT_EQUIVALENT: "nsd",
+    NON_INFERIORITY_NOT_SHOWN: "nsd",
+    EQUIVALENCE_NOT_SHOWN: "nsd",
+    NOT_TESTED: "insufficient",
 }
 
 _CSS = """
@@ -82,7 +104,7 @@ def to_html(
             if i == 0:
                 cells.append(f'<td class="label">{escape(text)}</td>')
             elif i == verdict_column:
-                css = _VERDICT_CLASS.get(row.verdict, "nsd")
+                css = _VERDICT_CLASS.get(row.verdict) or _SEQUENTIAL_VERDICT_CLASS.get(row.verdict, "nsd")
                 cells.append(f'<td class="verdict {css}">{escape(text)}</td>')
             else:
                 cells.append(f"<td>{escape(text)}</td>")
@@ -135,7 +157,7 @@ def to_html(
 {chr(10).join(body_rows)}
 </tbody>
 </table>
-{_evidence_section(evidence)}
+{_sequential_section(table, fmt)}{_evidence_section(evidence)}
 {_tuning_section(tuning)}
 <h2>Per-seed values, warnings and provenance</h2>
 {chr(10).join(details)}
@@ -146,6 +168,21 @@ def to_html(
 
 def _linked(text: str, url: str | None) -> str:
     return f'<a href="{escape(url)}">{escape(text)}</a>' if url else escape(text)
+
+
+def _sequential_section(table: ResultsTableData, fmt: Formatter) -> str:
+    blocks = sequential_blocks(table, fmt)
+    if not blocks:
+        return ""
+    parts = ['<section class="sequential">', "<h2>Sequential design</h2>"]
+    for block in blocks:
+        items = "".join(f"<li>{escape(item)}</li>" for item in block.items)
+        parts.append(
+            f"<p><strong>study <code>{escape(block.study_id)}</code></strong>: {escape(block.design)}</p>"
+            f"<ul>{items}</ul>"
+        )
+    parts.append("</section>\n")  # its own line: a fixed table's page keeps its lines as they were
+    return "\n".join(parts)
 
 
 def _tuning_section(tuning: Sequence[StudyTuning]) -> str:

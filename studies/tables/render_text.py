@@ -7,6 +7,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
+from studies.tables.render_sequential import sequential_blocks
 
 if TYPE_CHECKING:
     from studies.tables.model import ResultsRow, ResultsTableData
@@ -106,14 +107,18 @@ def row_to_json(table: ResultsTableData, row: ResultsRow) -> dict[str, Any]:
 
 def to_json(table: ResultsTableData) -> dict[str, Any]:
     """{"dataset", "dataset_note", "metric", "reference", "rows": [...]}: JSON-safe, None where a number is
-    undefined."""
-    return {
+    undefined; a table that covers sequential studies adds "sequential": {study id: its summary}
+    (studies.tables.sequential)."""
+    payload: dict[str, Any] = {
         "dataset": table.dataset,
         "dataset_note": table.dataset_note,  # "stand-in for ...: ..." or None for the paper's own data
         "metric": table.metric,
         "reference": table.reference,
         "rows": [row_to_json(table, row) for row in table.rows],
     }
+    if table.sequential:
+        payload["sequential"] = dict(table.sequential)
+    return payload
 
 
 def to_csv(table: ResultsTableData) -> str:
@@ -154,6 +159,9 @@ def to_markdown(table: ResultsTableData) -> str:
     ]
     for row in table.rows:
         lines.append("| " + " | ".join(_md(c) for c in display_cells(table, fmt, row)) + " |")
+    for block in sequential_blocks(table, fmt):
+        lines += ["", f"**Sequential study {_md(block.study_id)}**: {_md(block.design)}", ""]
+        lines += [f"- {_md(item)}" for item in block.items]
     notes = [row for row in table.rows if row.warnings]
     if notes:
         lines += ["", "**Warnings**", ""]

@@ -9,7 +9,8 @@ whatever its method or phase. The science is unchanged:
   as before), its samples suggested one method after the other; under ASHA each method keeps its own
   rungs (MethodScheduler), so a trial is only ever stopped against trials of its own method;
 - final: once every tuning trial of a method has ended, its best knobs (best last-reported `metric`, the
-  first on a tie, as Tune's `get_best_result(scope="last")`) run on every final seed, never stopped early.
+  first on a tie, as Tune's `get_best_result(scope="last")`) run on its final seeds, never stopped early:
+  every seed of the spec, or look by look under a sequential design (workers.driver.final_schedule).
   A method without searchable knobs goes straight to its final trials. All tuning trials are suggested
   before any final trial, so the independent final trials fill the end of the study.
 """
@@ -27,6 +28,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from studies.numbers import is_finite_number
 from studies.trial_config import TUNE_PHASE, Key
+from workers.driver.final_schedule import FinalSchedule
 
 __all__ = ["MethodScheduler", "StudySearch"]
 
@@ -38,7 +40,7 @@ class StudySearch(Searcher):
     `workers.driver.search_space.to_tune_space` returns them (Optuna distributions for searched knobs,
     plain values for fixed ones); num_samples: tuning trials per tuned method. fixed_knobs: the knobs of
     the methods that are not tuned. tune_config: what every tuning trial adds to its config (phase, seed,
-    split); final_configs: one dict per final trial of a method (phase, seed, split).
+    split); finals: which final trials (phase, seeds, split) each method runs, and when.
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class StudySearch(Searcher):
         num_samples: Mapping[str, int],
         fixed_knobs: Mapping[str, Mapping[str, Any]],
         tune_config: Mapping[str, Any],
-        final_configs: Sequence[Mapping[str, Any]],
+        finals: FinalSchedule,
         metric: str,
         mode: str,
         make_sampler: Callable[[], Any],
@@ -72,15 +74,14 @@ class StudySearch(Searcher):
             for m, space in spaces.items()
         }
         self._tune_config = dict(tune_config)
-        self._final_configs = [dict(c) for c in final_configs]
+        self._finals = finals
         self._to_suggest = {m: int(num_samples.get(m, 0)) for m in methods}
-        self._total = sum(self._to_suggest.values()) + len(self._methods) * len(self._final_configs)
+        self._total = sum(self._to_suggest.values()) + finals.most_trials
         self._open: dict[str, set[str]] = {m: set() for m in methods}  # tuning trials not ended yet
         self._method_of: dict[str, str] = {}
         self._last: dict[str, float] = {}  # tuning trial -> its last finite `metric`
         self._best: dict[str, tuple[float, dict[str, Any]]] = {}  # method -> (value, knobs)
         self._knobs_of: dict[str, dict[str, Any]] = {}
-        self._finals_suggested = {m: 0 for m in methods}
 
     @property
     def total_trials(self) -> int:
@@ -109,13 +110,16 @@ class StudySearch(Searcher):
         if method is not None:
             return self._next_tuning(method, trial_id)
         for method in self._methods:
-            if (
-                self._finals_suggested[method] < len(self._final_configs)
-                and self.best_knobs(method) is not None
-            ):
-                return self._next_final(method)
-        finals_left = any(n < len(self._final_configs) for n in self._finals_suggested.values())
-        return None if finals_left else Searcher.FINISHED  # None: wait for tuning trials still running
+            knobs = self.best_knobs(method)
+            if knobs is None:
+                continue
+            final = self._finals.next_config(method)
+            if final is not None:
+                config = {**final, Key.METHOD: method, Key.KNOBS: knobs}
+                self._finals.on_final_suggested(trial_id, method, config)
+                return config
+        # None: wait for tuning trials, or for the final trials a look waits for, still running.
+        return None if self._finals.waiting() else Searcher.FINISHED
 
     def _next_tuning(self, method: str, trial_id: str) -> dict[str, Any]:
         sampled = self._searches[method].suggest(trial_id) or {}
@@ -126,11 +130,6 @@ class StudySearch(Searcher):
         self._knobs_of[trial_id] = knobs
         return {**self._tune_config, Key.METHOD: method, Key.KNOBS: knobs}
 
-    def _next_final(self, method: str) -> dict[str, Any]:
-        index = self._finals_suggested[method]
-        self._finals_suggested[method] += 1
-        return {**self._final_configs[index], Key.METHOD: method, Key.KNOBS: self.best_knobs(method)}
-
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if trial_id in self._method_of:
             self._remember(trial_id, result)
@@ -139,7 +138,8 @@ class StudySearch(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         method = self._method_of.get(trial_id)
         if method is None:
-            return  # a final trial: nothing to learn from it
+            self._finals.on_final_complete(trial_id, result, error)  # a final trial: a look may be complete
+            return
         self._remember(trial_id, result)
         self._searches[method].on_trial_complete(trial_id, result=result, error=error)
         self._open[method].discard(trial_id)

@@ -27,6 +27,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
+from studies.sequential import SequentialMonitor
 from studies.spec import DATASET_METRICS, Fixed, StudySpec
 from studies.store import (
     TERMINAL_STATUSES,
@@ -38,7 +39,9 @@ from studies.store import (
     set_study_status,
 )
 from studies.trial_config import FINAL_PHASE, GRID_PHASE, ORCHESTRATION_KEYS, TUNE_PHASE, Key, trial_seeds
+from workers.driver.final_schedule import FinalSchedule, FixedFinals, SequentialFinals
 from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
+from workers.driver.looks import StoredLooks, reconcile_looks
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
@@ -323,7 +326,9 @@ def _run_compare(
             if m not in tuned
         },
         tune_config=configs.tuning,
-        final_configs=configs.finals(plan.seeds_per_trial),
+        finals=final_schedule(
+            spec, plan, ctx, study_id=base.get(Key.STUDY_ID, ""), metric=metric, parent=parent
+        ),
         metric="objective",
         mode=metric.mode,
         make_sampler=lambda: optuna.samplers.TPESampler(seed=spec.tune_seed),
@@ -366,6 +371,46 @@ def _run_compare(
         ),
     )
     finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
+    if spec.sequential is not None:
+        study_id = base[Key.STUDY_ID]
+        monitor = reconcile_looks(ctx.engine, study_id, spec, higher_is_better=metric.higher_is_better)
+        log.info("study %s: %d look(s) stored; %s", study_id, monitor.looks_taken, _decisions(monitor))
+
+
+def final_schedule(
+    spec: StudySpec,
+    plan: TrialPlan,
+    ctx: DriverContext,
+    *,
+    study_id: str,
+    metric: MetricInfo,
+    parent: ParentRun,
+) -> FinalSchedule:
+    """Every method on every seed, or a sequential design's looks (workers.driver.final_schedule)."""
+    if spec.sequential is None:
+        return FixedFinals(StudyTrialConfigs(spec).finals(plan.seeds_per_trial), spec.methods)
+    monitor = SequentialMonitor(
+        spec.sequential,
+        methods=list(spec.methods),
+        reference=spec.reference,
+        higher_is_better=metric.higher_is_better,
+    )
+    return SequentialFinals(
+        monitor,
+        final_config=StudyTrialConfigs.final_for,
+        seeds_per_trial=plan.seeds_per_trial,
+        metric_key=f"test_{metric.name}",
+        sink=StoredLooks(
+            database_url=ctx.database_url,
+            study_id=study_id,
+            tracking_uri=ctx.mlflow_tracking_uri,
+            parent_run_id=parent.run_id,
+        ),
+    )
+
+
+def _decisions(monitor: SequentialMonitor) -> str:
+    return ", ".join(f"{m}: {c.decision}" for m, c in monitor.comparisons.items())
 
 
 def concurrent_trials(plan: TrialPlan) -> int | None:

@@ -6,7 +6,8 @@ Tune puts each trial's config together from parts, and `StudyTrialConfigs(spec)`
   options, threads) and from the driver (the study id, where trials report, how often they checkpoint):
   the experiment's param_space;
 - `tuning`: what the search adds to every tuning trial, beside the method and the knobs it samples;
-- `finals(k)`: what it adds to each final trial of a method, one per seed batch of at most k seeds;
+- `finals(k)`: what it adds to each final trial of a method, one per seed batch of at most k seeds
+  (`final_for(batch)` for one batch, which a sequential design's looks use);
 - `variants(k)`: a grid study's trials, one per method, grid point and seed batch, which Tune
   grid-searches under Key.VARIANT; `variant_fields(phase)` is what they all add to the base;
 - `probes(k)`: one final trial per method at its widest, which the GPU memory probe runs before the
@@ -18,6 +19,7 @@ depends on the spec alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,10 +94,17 @@ class StudyTrialConfigs:
     def finals(self, seeds_per_trial: int) -> list[dict[str, Any]]:
         """What each final trial of a method adds to the base, beside its method and best knobs: one per
         seed batch, on the test split, never stopped early."""
-        return [
-            {Key.PHASE: FINAL_PHASE, **seed_fields(batch), Key.EVAL_SPLIT: "test", Key.MAY_STOP_EARLY: False}
-            for batch in seed_batches(self.spec.seeds, seeds_per_trial)
-        ]
+        return [self.final_for(batch) for batch in seed_batches(self.spec.seeds, seeds_per_trial)]
+
+    @staticmethod
+    def final_for(batch: Sequence[int]) -> dict[str, Any]:
+        """One final trial's fields for one seed batch (a sequential design's looks build theirs with it)."""
+        return {
+            Key.PHASE: FINAL_PHASE,
+            **seed_fields(batch),
+            Key.EVAL_SPLIT: "test",
+            Key.MAY_STOP_EARLY: False,
+        }
 
     def variants(self, seeds_per_trial: int) -> list[dict[str, Any]]:
         """A grid study's trials: every method x grid point x seed batch."""

@@ -4,7 +4,11 @@ Which studies, trials and metric: service.api.results; the table and its evidenc
 studies' knob importance and optimisation history: studies.store.results_tuning. This module only reads
 the query and picks the rendering. The store reads (the selection, the evidence's histories, the tuning
 trials) are one read-only unit of work at the database gate; the table, the tuning views and the
-rendering, CPU work, run after it in a worker thread that holds no connection."""
+rendering, CPU work, run after it in a worker thread that holds no connection.
+
+A sequential study's comparisons show the repeated intervals and stage-wise p-values of its stored looks,
+and the JSON adds a `sequential` block, {study id: its summary}, for the sequential studies it covers
+(studies.store.results_sequential); a table of fixed-seed studies is as it always was."""
 
 from __future__ import annotations
 

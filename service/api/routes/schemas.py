@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from service.api.mlflow_links import mlflow_ui_url
 from studies.store import AttemptView, StudyView, TrialView
+from studies.tables.sequential import SequentialSummary
 
 __all__ = [
     "AttemptOut",
@@ -85,10 +86,24 @@ class StudyOut(BaseModel):
     progress: ProgressOut
     links: StudyLinks
     spec: dict[str, Any]  # the validated spec, defaults filled in
+    sequential: SequentialSummary | None = Field(
+        None,
+        description="A sequential study's design, looks and outcomes: each comparison's decision, stop "
+        "look, repeated confidence interval and stage-wise p-value, the seeds each arm received and the "
+        "trials saved against the fixed design. Given by GET /studies/{id}; null for a fixed-seed study, "
+        "and in the study listing and the answers of POST and cancel, which do not read looks.",
+    )
 
     @classmethod
-    def from_view(cls, study: StudyView, *, mlflow_tracking_uri: str | None) -> StudyOut:
-        # Every field but the links is the view's attribute of the same name (progress and attempts too).
+    def from_view(
+        cls,
+        study: StudyView,
+        *,
+        mlflow_tracking_uri: str | None,
+        sequential: SequentialSummary | None = None,
+    ) -> StudyOut:
+        # Every field but the links and the sequential summary (read from the study's looks, beside the
+        # view) is the view's attribute of the same name (progress and attempts too).
         experiment = study.mlflow_experiment_id
         links = StudyLinks(
             self=f"/studies/{study.id}",
@@ -98,8 +113,10 @@ class StudyOut(BaseModel):
             if mlflow_tracking_uri and experiment
             else None,
         )
-        fields = {name: getattr(study, name) for name in cls.model_fields if name != "links"}
-        return cls.model_validate({**fields, "links": links}, from_attributes=True)
+        fields = {
+            name: getattr(study, name) for name in cls.model_fields if name not in ("links", "sequential")
+        }
+        return cls.model_validate({**fields, "links": links, "sequential": sequential}, from_attributes=True)
 
 
 class TrialOut(BaseModel):

@@ -14,7 +14,6 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Header, Query, Request, Response, status
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, SettingsDep
@@ -36,8 +35,10 @@ from studies.store import (
     get_study,
     list_studies,
     list_trials,
+    study_sequential,
     trial_history,
 )
+from studies.tables.sequential import SequentialSummary
 
 __all__ = ["router"]
 
@@ -89,23 +90,7 @@ _REPLAY_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     """Parse and validate the body by its content type, with the server's study limits."""
-    spec = await read_spec(request, settings)
-    if spec.sequential is not None:
-        # The design validates, but the driver still runs every seed of a fixed design: storing it would
-        # run max_seeds for every arm while the spec promised looks, so it is refused until looks run.
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("body", "sequential"),
-                    "msg": "sequential designs are validated but not run yet: the study driver still runs a "
-                    f"fixed list of seeds. Remove sequential and list seeds: {spec.sequential.seed_ids()} "
-                    "runs every look's seeds for every arm",
-                    "type": "not_run_yet",
-                    "input": spec.sequential.model_dump(),
-                }
-            ]
-        )
-    return spec
+    return await read_spec(request, settings)
 
 
 @router.post(
@@ -165,11 +150,16 @@ async def read_studies(
     "/{study_id}",
     response_model=StudyOut,
     responses=error_responses(404, 503),
-    summary="A study with its progress",
+    summary="A study with its progress (and, for a sequential study, its looks and outcomes)",
 )
 async def read_study(study_id: StorableText, database: DatabaseDep, settings: SettingsDep) -> StudyOut:
-    study = await database.read(partial(get_study, study_id=study_id))
-    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_ui_url)
+    study, sequential = await database.read(partial(_study_with_looks, study_id=study_id))
+    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_ui_url, sequential=sequential)
+
+
+def _study_with_looks(session: Session, *, study_id: str) -> tuple[StudyView, SequentialSummary | None]:
+    study = get_study(session, study_id=study_id)
+    return study, study_sequential(session, study=study)
 
 
 @router.get(

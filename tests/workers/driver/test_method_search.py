@@ -14,6 +14,7 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from studies.spec import Fixed, IntRange, LogUniform
+from workers.driver.final_schedule import FixedFinals
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.search_space import to_tune_space
 
@@ -44,7 +45,7 @@ def _search(num_samples=None, *, mode="max", fixed=None) -> StudySearch:
         num_samples=num_samples,
         fixed_knobs=fixed,
         tune_config=TUNE,
-        final_configs=FINALS,
+        finals=FixedFinals(FINALS, [*num_samples, *fixed]),
         metric="objective",
         mode=mode,
         make_sampler=lambda: optuna.samplers.TPESampler(seed=SEED),

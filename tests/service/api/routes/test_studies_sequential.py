@@ -1,6 +1,5 @@
 """POST /studies with a sequential design: a design a statistician would not sign is a 422 at the field to
-fix, and nothing is stored; a sound one is refused too, saying so, until the driver runs looks (it would
-otherwise run every seed of a fixed design under a sequential spec)."""
+fix, and nothing is stored; a sound one is stored with its seeds derived from the design."""
 
 from __future__ import annotations
 
@@ -34,12 +33,12 @@ def _stored_count(app_engine) -> int:
         return len(list_studies(session))
 
 
-def test_a_sound_sequential_design_is_refused_until_the_driver_runs_looks(client, app_engine):
+def test_a_sound_sequential_design_is_stored_with_the_seeds_its_looks_can_take(client, app_engine):
     response = _submit(client)
-    assert response.status_code == 422, response.text
-    message = _errors(response)[("body", "sequential")]
-    assert "not run yet" in message and "[0, 1, 2, 3, 4]" in message
-    assert _stored_count(app_engine) == 0
+    assert response.status_code == 201, response.text
+    spec = response.json()["spec"]
+    assert spec["sequential"]["max_seeds"] == 5 and spec["seeds"] == [0, 1, 2, 3, 4]
+    assert _stored_count(app_engine) == 1
 
 
 @pytest.mark.parametrize(
@@ -74,4 +73,12 @@ def test_an_explicit_seed_list_beside_a_design_is_a_422_at_seeds(client, app_eng
     response = _submit(client, seeds=[0, 1, 2])
     assert response.status_code == 422
     assert "remove seeds" in _errors(response)[("body", "seeds")]
+    assert _stored_count(app_engine) == 0
+
+
+def test_a_claim_beside_a_design_is_a_422_because_its_check_reads_fixed_seed_statistics(client, app_engine):
+    response = _submit(client, claim="mnist_autonorm_s_level_with_frozen_ln")
+    assert response.status_code == 422
+    message = _errors(response)[("body", "sequential")]
+    assert "remove claim" in message and "repeated confidence intervals" in message
     assert _stored_count(app_engine) == 0
