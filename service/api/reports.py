@@ -21,6 +21,7 @@ from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
 from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
 from studies.report import Figure, Provenance, StudyReport, build_report
+from studies.report.sequential import with_sequential
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.store import (
     TERMINAL_STATUSES,
@@ -30,6 +31,7 @@ from studies.store import (
     get_study,
     list_trials,
     study_histories,
+    study_sequential,
 )
 from studies.store.results import planned_seeds
 from studies.store.results_evidence import RESULT_PHASES, evidence_trial
@@ -74,19 +76,24 @@ def study_report(
         reference=spec.reference if spec is not None else str(study.spec.get("reference_method") or ""),
         trials=tuple(_trial_data(t, histories.get(t.trial_key, ())) for t in trials if t.seed is not None),
     )
-    return build_report(
+    # A sequential study: its arms were planned only the seeds its looks gave them, and its comparisons
+    # are the design's (studies.report.sequential).
+    sequential = study_sequential(session, study=study) if spec is not None and spec.sequential else None
+    arms = [sequential["seeds_per_arm"]] if sequential is not None else []
+    report = build_report(
         data,
         provenance=_provenance(study, spec, mlflow_tracking_uri),
         kind=study.kind,
         claim=claim,
         spec_paper_numbers=dict(spec.paper_numbers) if spec is not None else {},
-        planned_seeds=planned_seeds([spec]) if spec is not None else None,
+        planned_seeds=planned_seeds([spec], seeds_per_arm=arms) if spec is not None else None,
         figures=_figures(trials, histories, dataset=study.dataset, metric=data.metric, higher=higher),
         dataset_note=dataset_note(study.dataset),
         notes=notes,
         convergence=spec.convergence if spec is not None else None,
         tuning=_tuning(session, study),
     )
+    return report if sequential is None else with_sequential(report, sequential)
 
 
 def served_claims(spec_claim: Any, spec_name: Any = None) -> list[str]:

@@ -186,8 +186,8 @@ def _outcome_note(study: str, outcome: SequentialOutcome, summary: SequentialSum
     )
     numbers = (
         f"; Δ is the mean paired difference of its {outcome['seeds']} paired seeds at look {outcome['look']}, "
-        f"its interval the repeated confidence interval (simultaneous over {len(summary['outcomes'])} "
-        "comparison(s) and every look) and p the stage-wise p-value"
+        "its interval the repeated confidence interval (valid over every look) and p the stage-wise "
+        f"p-value, both at the level it was tested at ({outcome['tested_at_level']:g})"
         + ("" if outcome["stopped_at_look"] is not None else " (given once it stops)")
         if outcome["look"] is not None
         else ""

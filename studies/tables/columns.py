@@ -95,8 +95,8 @@ def _sequential_caption(table: ResultsTableData) -> str:
     return (
         f"; sequential study {', '.join(table.sequential)}: seeds were added look by look until each "
         "comparison was decided, so a fixed-n test would ignore the looks: its comparisons show the "
-        "repeated confidence interval (simultaneous over its comparisons and every look) and the stage-wise "
-        "p-value, decided by its own Holm step-down, and a comparison that pools its seeds with other "
+        "repeated confidence interval (valid over every look) and the stage-wise p-value at the level its "
+        "own Holm step-down tested it at, and a comparison that pools its seeds with other "
         "studies' is not tested"
     )
 

@@ -86,13 +86,13 @@ class SequentialOutcome(TypedDict):
     look: int | None  # the look its numbers come from (its last point); null before it had one
     seeds: int  # paired seeds at that look
     # The alpha its last look tested it at: Holm's step-down raises it above alpha / m once other
-    # comparisons are rejected, so a decision may stand while the (Bonferroni) interval below touches 0.
+    # comparisons are rejected; the interval and p below are at this level, so they agree with the decision.
     tested_at_level: float | None
     estimate: float | None
-    # Repeated confidence interval: simultaneous over every comparison (Bonferroni, alpha / m each) and
-    # every look, so it holds wherever the study stopped; [null, null] before the comparison had a point.
+    # Repeated confidence interval at tested_at_level: valid over every look, so it holds wherever the study
+    # stopped; [null, null] before the comparison had a point.
     interval: list[float | None]
-    interval_level: float | None  # its coverage, e.g. 0.95 (a one-sided design: 1 - 2 alpha)
+    interval_level: float | None  # its coverage: 1 - level, or 1 - 2 level for a one-sided design
     # Stage-wise ordering p-value at the stop look; null while the comparison is open (it is defined where
     # a comparison stops) and where the seeds agree exactly.
     p_value: float | None

@@ -115,9 +115,20 @@ class StoredLooks:
                         )
             text = describe_look(record, two_sided=_two_sided(monitor))
             client.set_tag(self.parent_run_id, f"normlab.look.{record.look}", text[:5000])
-            client.log_dict(self.parent_run_id, monitor.to_json(), "sequential.json")
+            client.log_dict(self.parent_run_id, _json_safe(monitor.to_json()), "sequential.json")
         except Exception as exc:  # tracking never fails a study
             log.warning("could not log look %d to MLflow: %s", record.look, exc)
+
+
+def _json_safe(value: Any) -> Any:
+    """Strict JSON: a statistic of seeds that agree exactly (+-inf) or a missing number (NaN) becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def replay_from_values(

@@ -117,3 +117,13 @@ def test_seed_values_read_one_seed_nested_and_flattened_batches_and_skip_non_fin
         2: 0.2,
     }
     assert seed_values([3], None, METRIC) == {}
+
+
+def test_the_mlflow_copy_of_the_looks_is_strict_json_even_where_seeds_agree_exactly():
+    import json
+
+    from workers.driver.looks import _json_safe
+
+    assert json.dumps(_json_safe({"z": float("inf"), "p": [float("nan"), 0.1]}), allow_nan=False) == (
+        '{"z": null, "p": [null, 0.1]}'
+    )
