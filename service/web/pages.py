@@ -38,7 +38,9 @@ from studies.store import (
     list_studies,
     list_trials,
     study_histories,
+    study_sequential,
 )
+from studies.tables.sequential import SequentialSummary
 
 __all__ = ["router"]
 
@@ -118,7 +120,7 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
     """The study's page data (None: no such study): the store read at the gate, the views and figures
     built in a worker thread that holds no connection."""
     try:
-        study, trials, histories = await database.read(partial(_study_data, study_id=study_id))
+        study, trials, histories, sequential = await database.read(partial(_study_data, study_id=study_id))
     except StudyNotFoundError:
         return None
     return await run_in_threadpool(
@@ -129,17 +131,18 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
             histories,
             mlflow_tracking_uri=settings.mlflow_ui_url,
             ray_dashboard_url=settings.ray_ui_base,
+            sequential=sequential,
         )
     )
 
 
 def _study_data(
     session: Session, *, study_id: str
-) -> tuple[StudyView, list[TrialView], dict[str, list[dict[str, Any]]]]:
+) -> tuple[StudyView, list[TrialView], dict[str, list[dict[str, Any]]], SequentialSummary | None]:
     study = get_study(session, study_id=study_id)
     trials = list_trials(session, study_id=study_id)
     histories = study_histories(session, study_id=study_id) if trials else {}
-    return study, trials, histories
+    return study, trials, histories, study_sequential(session, study=study)
 
 
 def _not_found(request: Request, message: str) -> Response:

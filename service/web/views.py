@@ -20,10 +20,14 @@ from studies.spec import DATASET_METRICS
 from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, TrialView
 from studies.store.results_evidence import RESULT_PHASES
 from studies.tables.render_curves_svg import EpochCurve, epoch_curves_svg
+from studies.tables.render_sequential_svg import sequential_figure
+from studies.tables.sequential import SequentialSummary
 
 __all__ = [
     "AttemptRow",
     "CurveFigure",
+    "SequentialComparison",
+    "SequentialSection",
     "StudyCard",
     "StudyPage",
     "TrialRow",
@@ -97,12 +101,43 @@ class CurveFigure:
 
 
 @dataclass(frozen=True)
+class SequentialComparison:
+    method: str
+    decision: str  # a key of studies.sequential.DECISIONS
+    decision_text: str
+    look: int | None  # the look its numbers come from
+    seeds: int
+    estimate: float | None  # positive: the method is better in the metric's direction
+    interval: tuple[float | None, float | None]
+    interval_level: float | None
+    p_value: float | None
+
+
+@dataclass(frozen=True)
+class SequentialSection:
+    """A sequential study's design, where each comparison stands, and what the looks ran so far."""
+
+    description: str
+    reference: str
+    looks_taken: int
+    planned_looks: tuple[int, ...]
+    seeds_per_arm: tuple[tuple[str, int], ...]
+    open_arms: tuple[str, ...]
+    comparisons: tuple[SequentialComparison, ...]
+    trials_run: int
+    trials_fixed: int
+    trials_saved: int
+    figure: Markup | None  # studies.tables.render_sequential_svg, which escapes every text it draws
+
+
+@dataclass(frozen=True)
 class StudyPage:
     study: StudyCard
     spec_yaml: str
     attempts: tuple[AttemptRow, ...]
     trials: tuple[TrialRow, ...]
     figures: tuple[CurveFigure, ...]
+    sequential: SequentialSection | None = None
 
 
 def ray_job_url(dashboard_url: str, job_id: str) -> str:
@@ -156,6 +191,7 @@ def study_page(
     *,
     mlflow_tracking_uri: str | None,
     ray_dashboard_url: str,
+    sequential: SequentialSummary | None = None,
 ) -> StudyPage:
     has_results = any(trial.phase in RESULT_PHASES for trial in trials)
     return StudyPage(
@@ -169,6 +205,38 @@ def study_page(
         attempts=tuple(_attempt_row(a, ray_dashboard_url) for a in study.attempts),
         trials=tuple(_trial_row(study, t, mlflow_tracking_uri) for t in trials),
         figures=tuple(curve_figures(study, trials, histories)),
+        sequential=sequential_section(sequential) if sequential is not None else None,
+    )
+
+
+def sequential_section(summary: SequentialSummary) -> SequentialSection:
+    design = summary["design"]
+    figure = sequential_figure(summary["looks"], test=str(design["test"]), max_seeds=int(design["max_seeds"]))
+    return SequentialSection(
+        description=summary["description"],
+        reference=summary["reference"],
+        looks_taken=len(summary["looks"]),
+        planned_looks=tuple(summary["planned_looks"]),
+        seeds_per_arm=tuple(summary["seeds_per_arm"].items()),
+        open_arms=tuple(summary["open_arms"]),
+        comparisons=tuple(
+            SequentialComparison(
+                method=o["method"],
+                decision=o["decision"],
+                decision_text=o["decision_text"],
+                look=o["look"],
+                seeds=o["seeds"],
+                estimate=o["estimate"],
+                interval=(o["interval"][0], o["interval"][1]),
+                interval_level=o["interval_level"],
+                p_value=o["p_value"],
+            )
+            for o in summary["outcomes"]
+        ),
+        trials_run=summary["trials"]["run"],
+        trials_fixed=summary["trials"]["fixed_design"],
+        trials_saved=summary["trials"]["saved"],
+        figure=Markup(figure.svg) if figure is not None else None,
     )
 
 
