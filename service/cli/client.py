@@ -7,6 +7,7 @@ failure is a CliError whose message says what to do about it.
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,7 +27,9 @@ __all__ = [
     "fetch_report",
     "follow_study",
     "make_http_client",
+    "plan_spec_text",
     "print_results",
+    "render_plan",
     "submit_spec_text",
 ]
 
@@ -39,6 +42,8 @@ err_console = Console(stderr=True)
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 _FORMATS = ("table", "json", "csv", "md", "html")
 REPORT_TIMEOUT_S = 900.0
+# A plan simulates a sequential design (a few seconds for seven methods on one core, more on a busy one).
+PLAN_TIMEOUT_S = 300.0
 
 
 class CliError(Exception):
@@ -214,3 +219,146 @@ def fetch_report(api_url: str, study_id: str, *, fmt: str = "md", claim: str | N
     # minute per format on a busy 2-core machine): the client's usual 30 s would give up first.
     with ApiClient(api_url, timeout_s=REPORT_TIMEOUT_S) as api:
         return api.request("GET", f"/studies/{study_id}/report", params=params).text
+
+
+# ------------------------------------------------------------------------------------------------ plans
+
+
+def plan_spec_text(
+    api_url: str, api_token: str | None, spec_text: str, *, content_type: str = "application/yaml"
+) -> dict[str, Any]:
+    """POST a spec to /plans; returns the plan (studies.planning.StudyPlan as JSON). Nothing is stored."""
+    with ApiClient(api_url, api_token, timeout_s=PLAN_TIMEOUT_S) as api:
+        return api.json(
+            "POST", "/plans", content=spec_text.encode("utf-8"), headers={"Content-Type": content_type}
+        )
+
+
+_WIDTH = 80  # a plan reads in any terminal
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    return textwrap.fill(text, width=_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def _hours(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _per_method(counts: Mapping[str, int]) -> str:
+    values = set(counts.values())
+    if len(values) == 1:
+        return f"{values.pop()} per method"
+    return ", ".join(f"{m} {n}" for m, n in counts.items())
+
+
+def _trial_lines(plan: Mapping[str, Any]) -> list[str]:
+    lines = ["Trials (one per seed of a configuration; Tune trials train a seed batch)"]
+    for phase in plan["phases"]:
+        trials, processes = phase["trials"], phase["processes"]
+        line = (
+            f"{phase['phase']:<6} {_per_method(trials)}, {sum(trials.values())} in all "
+            f"({sum(processes.values())} Tune trials), {_count(phase['epochs_per_trial'])} epochs each"
+        )
+        lines.append(_wrap("  " + line, "    "))
+    basis = plan["seeds_per_trial_basis"]
+    lines.append(_wrap(f"  seeds per Tune trial: {plan['seeds_per_trial']} ({basis})", "    "))
+    return lines
+
+
+def _cost_lines(plan: Mapping[str, Any]) -> list[str]:
+    rows: list[tuple[str, Mapping[str, Any]]] = []
+    sequential = plan.get("sequential")
+    rows.append(("as written (maximum)" if sequential else "as written", plan["planned"]))
+    if sequential:
+        rows.append(("first look", sequential["first"]))
+        rows.extend(
+            (f"expected, {s['name'].replace('_', ' ')}", s["expected"]) for s in sequential["scenarios"]
+        )
+    fixed = plan["fixed"]
+    if fixed.get("cost"):
+        rows.append(("fixed design, same power", fixed["cost"]))
+    gpu = plan["gpu"]["gpu"].removeprefix("NVIDIA ")
+    head = f"  {'':<26}{'seeds/method':>12}{'trials':>8}{'GPU-h (' + gpu + ')':>15}{'wall h':>9}"
+    lines = [head]
+    for label, cost in rows:
+        lines.append(
+            f"  {label:<26}{_count(cost['seeds_per_method']):>12}{_count(cost['trials']):>8}"
+            f"{_hours(cost['gpu_hours']):>15}{_hours(cost['wall_hours']):>9}"
+        )
+    return lines
+
+
+def _sequential_lines(sequential: Mapping[str, Any]) -> list[str]:
+    size = (
+        f"effect {sequential['effect']:g}"
+        if sequential["effect"] is not None
+        else f"margin {sequential['margin']:g}"
+    )
+    looks = ", ".join(str(n) for n in sequential["looks"])
+    lines = [
+        _wrap(
+            f"Sequential design: {sequential['test'].replace('_', '-')}, {size}, alpha {sequential['alpha']:g}, "
+            f"power {sequential['power']:g}; looks at {looks} seeds per method"
+        )
+    ]
+    for scenario in sequential["scenarios"]:
+        lines.append(_wrap(f"  {scenario['name'].replace('_', ' ')}: {scenario['description']}", "    "))
+        lines.append(
+            _wrap(
+                f"    decided for its goal in {scenario['rejected']:.0%} of comparisons; stopped before the "
+                f"last look in {scenario['stopped_early']:.0%} of studies; "
+                f"{scenario['expected']['seeds_per_method']:.1f} ± {scenario['seeds_standard_error']:.2f} "
+                "seeds per method",
+                "    ",
+            )
+        )
+    lines.append(_wrap(f"  {sequential['reason']}", "    "))
+    return lines
+
+
+_WALL_SOURCES = {
+    "history": "from its finished trials",
+    "gpu_prior": "a prior, the GPU cost model",
+    "cpu_prior": "a prior, the CPU rule",
+    "none": "no prediction",
+}
+
+
+def render_plan(plan: Mapping[str, Any]) -> str:
+    """A plan (POST /plans' JSON) as text that fits 80 columns."""
+    reference = plan["reference"]
+    others = [m for m in plan["methods"] if m != reference]
+    compared = f"{', '.join(others)} vs {reference} (reference)" if others else reference
+    lines = [
+        _wrap(
+            f"Plan for {plan['name']}: {plan['dataset']}, {plan['model']}; {compared}; "
+            f"{plan['metric']}; {plan['design']} design"
+        ),
+        "",
+        *_trial_lines(plan),
+        "",
+        "Costs (seeds and trials per study; expected: means over simulated studies)",
+        *_cost_lines(plan),
+        "",
+    ]
+    if plan.get("sequential"):
+        lines += [*_sequential_lines(plan["sequential"]), ""]
+    spread, gpu, wall = plan["spread"], plan["gpu"], plan["wall"]
+    sd = f"sd {spread['sd']:.3g}" if spread["sd"] is not None else "unknown"
+    measured = "" if gpu["provenance"] == "none" else f" ({gpu['provenance']})"
+    lines += [
+        _wrap(f"Fixed design: {plan['fixed']['reason']}"),
+        _wrap(f"Spread of paired differences: {sd}; {spread['basis']}"),
+        _wrap(f"GPU-hours on an {gpu['gpu']}{measured}: {'; '.join(gpu['basis'])}"),
+        _wrap(f"Wall time on this cluster ({_WALL_SOURCES[wall['source']]}): {'; '.join(wall['basis'])}"),
+    ]
+    if wall["studies"]:
+        lines.append(_wrap(f"  timed on: {', '.join(wall['studies'])}", "    "))
+    return "\n".join(lines)

@@ -24,7 +24,9 @@ from service.cli.client import (
     fetch_report,
     follow_study,
     make_http_client,
+    plan_spec_text,
     print_results,
+    render_plan,
     submit_spec_text,
 )
 from service.settings import Settings
@@ -134,6 +136,38 @@ def submit(
             raise typer.Exit(code=1)
     except CliError as error:
         raise _fail(error) from None
+
+
+@app.command()
+def plan(
+    spec: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="a .yaml or .json StudySpec"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the API's JSON plan as it came"),
+) -> None:
+    """What a study would take before it runs: trials, GPU-hours, wall time here, seeds for power.
+
+    Asks the API (POST /plans), which reads earlier studies of the same dataset and model; nothing is
+    stored or run. A sequential design is also simulated to give its expected seeds.
+    """
+    settings = _settings()
+    content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
+    spec_text = spec.read_text(encoding="utf-8")
+    token = _client_token(settings)
+    try:
+        check_spec_text(spec_text, content_type=content_type)
+        if token is None:
+            raise CliError(
+                f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
+                f"(it writes {settings.api_token_path})"
+            )
+        planned = plan_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
+    except CliError as error:
+        raise _fail(error) from None
+    if as_json:
+        console.print_json(data=planned)
+        return
+    console.print(render_plan(planned), markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_outcome(study: dict[str, Any]) -> None:

@@ -163,6 +163,12 @@ class ComparisonOutcome:
 
 
 @lru_cache(maxsize=4096)
+def _beta_bound_t(fractions: tuple[float, ...], beta: float, spending: str, df: int) -> float:
+    """The futility test's last bound on the t scale (see SequentialMonitor._futility_bound)."""
+    return critical_values(_design(fractions, beta, 1, spending), [df] * len(fractions))[-1]
+
+
+@lru_cache(maxsize=4096)
 def _design(fractions: tuple[float, ...], level: float, sided: int, spending: str) -> Boundaries:
     return efficacy_boundaries(fractions, alpha=level, sided=sided, spending=spending_function(spending))  # type: ignore[arg-type]
 
@@ -351,8 +357,7 @@ class SequentialMonitor:
         design = self.design
         if not design.futility or design.test == "equivalence" or se <= 0.0:
             return None
-        beta_design = _design(fractions, 1.0 - design.power, 1, design.spending)
-        bound_t = critical_values(beta_design, [df] * len(fractions))[-1]
+        bound_t = _beta_bound_t(fractions, 1.0 - design.power, design.spending, df)
         if not math.isfinite(bound_t):
             return None
         if design.test == "non_inferiority":

@@ -190,6 +190,14 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "max_seeds",
             spec.seeds,
         )
+    if len(spec.methods) < 2:
+        fail(
+            ("sequential",),
+            "sequential_needs_a_comparison",
+            f"sequential decides comparisons with the reference, and methods {spec.methods} has none: add "
+            "the methods to compare, or remove sequential and list the seeds",
+            spec.methods,
+        )
     if spec.claim is not None:
         # A claim's check computes fixed-design statistics over the seeds it finds; after looks that
         # stopped arms early those would overstate the evidence. The design's own decisions are the test.

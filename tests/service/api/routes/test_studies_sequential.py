@@ -82,3 +82,10 @@ def test_a_claim_beside_a_design_is_a_422_because_its_check_reads_fixed_seed_sta
     message = _errors(response)[("body", "sequential")]
     assert "remove claim" in message and "repeated confidence intervals" in message
     assert _stored_count(app_engine) == 0
+
+
+def test_a_design_with_one_method_is_a_422_because_it_has_nothing_to_compare(client, app_engine):
+    response = _submit(client, methods=["frozen_ln"])
+    assert response.status_code == 422
+    assert "has none: add the methods to compare" in _errors(response)[("body", "sequential")]
+    assert _stored_count(app_engine) == 0
