@@ -174,18 +174,64 @@ def follow_study(api_url: str, study_id: str, *, poll_s: float = 2.0) -> dict[st
     ):
         study = api.json("GET", f"/studies/{study_id}")
         task = progress.add_task(_progress_label(study), total=study["progress"]["planned"] or None)
+        looks_shown = 0
         while True:
             progress.update(task, description=_progress_label(study), completed=study["progress"]["done"])
+            # A sequential study: each look's decisions as it is taken (the bar's total is its maximum).
+            looks = (study.get("sequential") or {}).get("looks") or []
+            for look in looks[looks_shown:]:
+                progress.console.print(
+                    look_text(look, two_sided=_two_sided(study)), markup=False, highlight=False
+                )
+            looks_shown = max(looks_shown, len(looks))
             if study["status"] in TERMINAL:
                 return study
             time.sleep(poll_s)
             study = api.json("GET", f"/studies/{study_id}")
 
 
+def _two_sided(study: dict[str, Any]) -> bool:
+    return ((study.get("sequential") or {}).get("design") or {}).get("test") == "superiority"
+
+
+def look_text(look: dict[str, Any], *, two_sided: bool) -> str:
+    """One sequential look as `--wait` prints it: a line per comparison it tested, then what trains next."""
+    seeds = ", ".join(f"{arm} {n}" for arm, n in look["seeds_per_arm"].items())
+    lines = [f"look {look['look']} (seeds: {seeds})"]
+    statistic = "|z|" if two_sided else "z"
+    for method, point in look["comparisons"].items():
+        z = point.get("z")
+        shown = "inf" if z is None else f"{abs(z) if two_sided else z:.2f}"
+        futility = "" if point.get("futility") is None else f", futility <= {point['futility']:.2f}"
+        efficacy = "inf" if point.get("efficacy") is None else f"{point['efficacy']:.2f}"
+        lines.append(
+            f"  {method}: {statistic} {shown} (efficacy >= {efficacy}{futility}, level {point['level']:.3g}) "
+            f"-> {DECISION_WORDS.get(point['decision'], point['decision'])}"
+        )
+    lines.append(
+        f"  next: {', '.join(look['open_arms'])} train more seeds" if look["open_arms"] else "  all decided"
+    )
+    return "\n".join(lines)
+
+
+# What each decision means, in the few words a terminal line has room for.
+DECISION_WORDS = {
+    "open": "open",
+    "efficacy": "differs: stop",
+    "non_inferior": "non-inferior: stop",
+    "equivalent": "equivalent: stop",
+    "futility": "futility: stop",
+    "not_equivalent": "not equivalent: stop",
+    "max_seeds": "undecided at the maximum seeds",
+    "too_few_seeds": "too few seeds",
+}
+
+
 def _progress_label(study: dict[str, Any]) -> str:
     p = study["progress"]
     failed = f", {p['failed']} failed" if p["failed"] else ""
-    return f"{study['name']} ({study['status']}{failed})"
+    bound = ", sequential: the total is the most it can run" if study["spec"].get("sequential") else ""
+    return f"{study['name']} ({study['status']}{failed}{bound})"
 
 
 def print_results(

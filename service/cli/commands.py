@@ -114,9 +114,15 @@ def submit(
                 f"(it writes {settings.api_token_path})"
             )
         study = submit_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
+        planned = study["progress"]["planned"]
+        bound = (
+            f"up to {planned} trials: sequential seeds"
+            if study["spec"].get("sequential")
+            else f"{planned} trials planned"
+        )
         console.print(
             f"submitted [bold]{study['name']}[/] as study [bold cyan]{study['id']}[/] "
-            f"({study['progress']['planned']} trials planned, status {study['status']})"
+            f"({bound}, status {study['status']})"
         )
         if not wait:
             console.print(f"follow it with `normlab status {study['id']}`")
@@ -196,6 +202,13 @@ def status(study_id: str = typer.Argument(..., help="the study id `submit` print
         f"{p['done']}/{p['planned']} done ({p['succeeded']} succeeded, {p['failed']} failed, "
         f"{p['cancelled']} cancelled), {p['running']} running",
     )
+    sequential = study.get("sequential")
+    if sequential:
+        trials = sequential["trials"]
+        table.add_row("sequential", f"{sequential['description']}; {len(sequential['looks'])} look(s) taken")
+        for outcome in sequential["outcomes"]:
+            table.add_row("", f"{outcome['method']} vs {sequential['reference']}: {outcome['decision_text']}")
+        table.add_row("", f"{trials['run']} of the fixed design's {trials['fixed_design']} seed-trials")
     if study.get("ray_job_id"):
         table.add_row("ray job", study["ray_job_id"])
     if study["links"].get("mlflow"):  # the experiment in the UI's training view
