@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from studies.limits import StudyLimits
+from studies.limits import DEFAULT_TRIAL_MEMORY_GIB, StudyLimits
 from studies.stack_defaults import (
     DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_DATA_DIR,
@@ -23,9 +23,26 @@ from studies.stack_defaults import (
     DEFAULT_WARM_IDLE_S,
 )
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["RAY_PORT_OFFSETS", "RAY_PORT_RANGE", "Settings", "get_settings"]
 
 _LOOPBACK = "127.0.0.1"
+
+# Where each port of the local Ray head lies in the range NORMLAB_RAY_PORT_BASE starts (B + offset): the
+# GCS at B, the rest just above it, the workers' ports filling the range up to B + RAY_PORT_RANGE - 1.
+RAY_PORT_RANGE = 1000
+RAY_PORT_OFFSETS = {
+    "ray_gcs_port": 0,
+    "ray_dashboard_port": 1,
+    "ray_dashboard_agent_listen_port": 2,
+    "ray_dashboard_agent_grpc_port": 3,
+    "ray_node_manager_port": 4,
+    "ray_object_manager_port": 5,
+    "ray_metrics_export_port": 6,
+    "ray_runtime_env_agent_port": 7,
+    "ray_dashboard_metrics_port": 8,
+    "ray_min_worker_port": 10,
+    "ray_max_worker_port": RAY_PORT_RANGE - 1,
+}
 
 
 def _env(*names: str) -> AliasChoices:
@@ -68,14 +85,32 @@ class Settings(BaseSettings):
     # Ray cluster for study jobs; None -> `normlab serve` starts a local head with the ports below.
     ray_address: str | None = Field(None, validation_alias=_env("RAY_ADDRESS", "NORMLAB_RAY_ADDRESS"))
     ray_host: str = _LOOPBACK  # node IP of the local head
+    # Every port the local head and its agents listen on is one of the settings below: Ray would pick the
+    # others at random, and then two stacks on one machine can land on each other's ports. Set
+    # NORMLAB_RAY_PORT_BASE=B to give a stack the contiguous range B..B+999 (RAY_PORT_OFFSETS: GCS B,
+    # dashboard B+1, agents, managers and metrics B+2..B+8, workers B+10..B+999); a port set explicitly
+    # wins over the base. Unset, the defaults below: 6390-6397, the dashboard on 8265, workers 10002-10999.
+    ray_port_base: int | None = Field(None, ge=1024, le=65535 - RAY_PORT_RANGE + 1)
     ray_gcs_port: int = Field(6390, ge=1, le=65535)  # not Ray's 6379: Redis often holds that port
     ray_dashboard_host: str = _LOOPBACK
     ray_dashboard_port: int = Field(8265, ge=1, le=65535)  # also the Ray Jobs API
-    ray_dashboard_agent_listen_port: int = Field(52365, ge=1, le=65535)
+    # The dashboard agent's HTTP server, through which the Jobs API starts every job. Not Ray's 52365:
+    # that lies in Linux's ephemeral range (32768-60999), where any outgoing connection may hold it.
+    ray_dashboard_agent_listen_port: int = Field(6391, ge=1, le=65535)
+    ray_dashboard_agent_grpc_port: int = Field(6392, ge=1, le=65535)  # the dashboard agent's gRPC server
+    ray_node_manager_port: int = Field(6393, ge=1, le=65535)  # the raylet
+    ray_object_manager_port: int = Field(6394, ge=1, le=65535)
+    ray_metrics_export_port: int = Field(6395, ge=1, le=65535)  # Prometheus metrics of the node
+    ray_runtime_env_agent_port: int = Field(6396, ge=1, le=65535)
+    # The dashboard's own Prometheus metrics (Ray's DASHBOARD_METRIC_PORT, 44227 unless told: one port for
+    # every stack on the machine, in the ephemeral range).
+    ray_dashboard_metrics_port: int = Field(6397, ge=1, le=65535)
     # Where a browser opens Ray's dashboard (the study pages link each job); None -> ray_dashboard_url.
     ray_ui_url: str | None = None
     # Ray's client server (`ray.init("ray://127.0.0.1:PORT")`) runs only when a port is set: NormLab never uses it.
     ray_client_server_port: int | None = Field(None, ge=1024, le=65535)
+    # Each of Ray's worker processes (the study's driver, Tune's trials, the warm trial hosts) listens on
+    # one port of this range.
     ray_min_worker_port: int = Field(10002, ge=1, le=65535)
     ray_max_worker_port: int = Field(10999, ge=1, le=65535)
     ray_num_cpus: int | None = Field(None, ge=1)  # None: Ray detects the machine's CPUs
@@ -111,11 +146,25 @@ class Settings(BaseSettings):
     max_trials_per_study: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_TRIALS"))
     max_seeds_per_study: int = Field(20, ge=1, validation_alias=_env("NORMLAB_MAX_SEEDS"))
     max_epochs_per_trial: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_EPOCHS"))
+    # The memory one trial may use (studies.limits): a spec whose largest trial is estimated above it
+    # (studies.sizing: parameters with gradients and AdamW state, and one batch's activations) is a 422.
+    # RAM per CPU trial: a node's RAM divided by the trials it runs at once.
+    trial_memory_gib: float = Field(DEFAULT_TRIAL_MEMORY_GIB, gt=0)
+    # Memory of one of the cluster's GPUs (the smallest, if they differ). Unset: no GPU is declared, so
+    # resources.gpu "auto" is sized as a CPU trial and an explicit GPU share against 80 GiB.
+    gpu_memory_gib: float | None = Field(None, gt=0)
     max_spec_bytes: int = Field(256_000, ge=1024)  # larger POST bodies are refused before parsing
     # How long a request waits for a turn at the database (the API runs a bounded number of database units
     # at once, service.api.load_shedding) before it is answered 503 with Retry-After: a burst sheds load
     # instead of queueing into lock and pool timeouts.
     db_queue_timeout_s: float = Field(10.0, gt=0)
+
+    # Readiness (/readyz, the serve banner, `normlab status`): the data dir's filesystem must keep this much
+    # free, since a full disk fails every database write and checkpoint.
+    min_free_disk_mb: int = Field(200, ge=0)
+    # How long readiness reuses its answer to "does Ray's job server take a job" (a submission that Ray's
+    # job agent checks and refuses, so it starts nothing; each leaves a traceback in the dashboard's log).
+    ray_probe_cache_s: float = Field(10.0, ge=0)
 
     # Background loop (service.orchestration.reconcile): how often it looks for queued studies, how many run at once.
     poll_interval_s: float = Field(2.0, gt=0)
@@ -127,6 +176,13 @@ class Settings(BaseSettings):
     # `resume` submits a driver that continues them from their Tune storage (not counted against
     # max_study_attempts), `cancel` cancels them.
     interrupted_studies: Literal["resume", "cancel"] = "resume"
+    # A driver submission Ray refuses or does not answer is recorded on the study (its failed submissions,
+    # with Ray's words) and tried again after submit_backoff_s, doubling per failure up to
+    # submit_backoff_max_s; the study fails with Ray's last words once one driver attempt has failed to
+    # submit this many times (8 with the defaults: after about 10 minutes).
+    max_submit_failures: int = Field(8, ge=1)
+    submit_backoff_s: float = Field(5.0, ge=0)
+    submit_backoff_max_s: float = Field(300.0, ge=0)
     # CPU trials train on warm trial hosts (workers.trials.host): per node, long-lived processes that keep
     # torch and the loaded datasets between studies. The first CPU study's driver starts them.
     # False: every trial trains in its own Tune trial process, as GPU trials always do.
@@ -181,6 +237,11 @@ class Settings(BaseSettings):
         if self.api_url is None:
             self.api_url = f"http://{self.api_host}:{self.api_port}"
         self.api_url = self.api_url.rstrip("/")
+        if self.ray_port_base is not None:
+            # Only the ports not set explicitly (in the environment or as arguments) follow the base.
+            for name, offset in RAY_PORT_OFFSETS.items():
+                if name not in self.model_fields_set:
+                    setattr(self, name, self.ray_port_base + offset)
         if self.ray_min_worker_port > self.ray_max_worker_port:
             raise ValueError("ray_min_worker_port must not exceed ray_max_worker_port")
         return self
@@ -191,6 +252,8 @@ class Settings(BaseSettings):
             max_trials=self.max_trials_per_study,
             max_seeds=self.max_seeds_per_study,
             max_epochs=self.max_epochs_per_trial,
+            trial_memory_gib=self.trial_memory_gib,
+            gpu_memory_gib=self.gpu_memory_gib,
         )
 
     @property

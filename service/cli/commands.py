@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -60,9 +61,12 @@ def _client_token(settings: Settings) -> str | None:
     return read_api_token(settings)
 
 
-def _fail(error: CliError) -> typer.Exit:
-    # Escaped: messages quote logs and URLs, whose brackets are no markup.
-    err_console.print(f"[red]error:[/] {escape(str(error))}", markup=True, highlight=False)
+def _fail(error: CliError, *, soft_wrap: bool = False) -> typer.Exit:
+    # Escaped: messages quote logs and URLs, whose brackets are no markup. `soft_wrap`: the message's own
+    # lines only, not cut at the console's width, so a log keeps it on the one line a grep finds.
+    err_console.print(
+        f"[red]error:[/] {escape(str(error))}", markup=True, highlight=False, soft_wrap=soft_wrap
+    )
     return typer.Exit(code=1)
 
 
@@ -84,11 +88,14 @@ def serve(
     from service.stack.launcher import serve as run_stack  # heavy (Ray, uvicorn): imported only to serve
     from service.stack.probe import StackUnavailableError
     from service.stack.processes import ProcessStartError
+    from studies.store.engine import DatabaseCorruptError
 
     try:
         run_stack(_settings(), demo=demo, api_only=api_only)
-    except (StackUnavailableError, ProcessStartError) as error:
-        raise _fail(CliError(str(error))) from None
+    # A damaged database file is found by the migration, before anything is started: its message names
+    # the file and what to do, which a traceback through Alembic would bury.
+    except (StackUnavailableError, ProcessStartError, DatabaseCorruptError) as error:
+        raise _fail(CliError(str(error)), soft_wrap=True) from None
 
 
 @app.command()
@@ -184,9 +191,16 @@ def _print_outcome(study: dict[str, Any]) -> None:
 
 
 @app.command()
-def status(study_id: str = typer.Argument(..., help="the study id `submit` printed")) -> None:
-    """Show a study's status and progress."""
+def status(
+    study_id: str | None = typer.Argument(
+        None, help="the study id `submit` printed; none: whether the service could run a study now"
+    ),
+) -> None:
+    """Show a study's status and progress; without a study, whether the service could run one now."""
     settings = _settings()
+    if study_id is None:
+        _service_status(str(settings.api_url))
+        return
     try:
         with ApiClient(str(settings.api_url)) as api:
             study = api.json("GET", f"/studies/{study_id}")
@@ -215,9 +229,51 @@ def status(study_id: str = typer.Argument(..., help="the study id `submit` print
         table.add_row("mlflow", study["links"]["mlflow"])
     elif study.get("mlflow_experiment_id"):  # a tracking URI with no UI (a file store)
         table.add_row("mlflow experiment", study["mlflow_experiment_id"])
+    waiting = _waiting_submissions(study)
+    if waiting:
+        last = waiting[-1]
+        retry = f"; next try {last['retry_at']}" if last.get("retry_at") else ""
+        table.add_row(
+            "submission", f"Ray did not take its driver ({len(waiting)} failed): {last['error']}{retry}"
+        )
     if study.get("error"):
         table.add_row("error", study["error"])
     console.print(table)
+
+
+def _waiting_submissions(study: dict[str, Any]) -> list[dict[str, Any]]:
+    """The failed submissions of a driver attempt not running yet (studies.store's unsubmitted_failures)."""
+    submitted = {attempt["number"] for attempt in study.get("attempts", [])}
+    pending = [f for f in study.get("submit_failures", []) if f["attempt"] not in submitted]
+    return [f for f in pending if f["attempt"] == pending[-1]["attempt"]] if pending else []
+
+
+def _service_status(api_url: str) -> None:
+    """GET /readyz as a table: each part a study needs (database, disk, MLflow, Ray) and what it said; exits
+    1 when one is not ready, so scripts and health checks can use it."""
+    try:
+        with make_http_client(api_url, None) as http:
+            answer = http.get("/readyz")
+    except httpx.HTTPError as exc:
+        raise _fail(
+            CliError(
+                f"cannot reach the API at {api_url}: start it with `make run` (or `normlab serve`), or point "
+                f"NORMLAB_API_URL at a running server ({type(exc).__name__})"
+            )
+        ) from None
+    if answer.status_code not in (200, 503):
+        raise _fail(CliError(f"the API at {api_url} answered /readyz with HTTP {answer.status_code}"))
+    readiness = answer.json()
+    table = Table(show_header=False, box=None)
+    for part in ("database", "disk", "mlflow", "ray"):
+        check = readiness.get(part) or {}
+        mark = "[green]ready[/]" if check.get("ready") else "[red]NOT READY[/]"
+        table.add_row(part, mark, escape(str(check.get("detail", ""))))
+    console.print(table)
+    if readiness.get("status") != "ready":
+        err_console.print("[red]not ready:[/] studies queue until each part above is ready")
+        raise typer.Exit(code=1)
+    console.print("ready: a study can run now")
 
 
 @app.command()

@@ -8,6 +8,12 @@ while the next attempt after a driver died is a new job.
 RayJobDispatcher implements service.orchestration.ports.Dispatcher. Ray's client reports both "no such job" and "no
 answer" as exceptions (a 404 RuntimeError; a ConnectionError, a timeout or a 5xx); `_classified` turns them
 into JobNotFoundError and ClusterUnreachableError, so that an outage is never read as a job that is gone.
+
+It also implements JobServerProbe for readiness. Ray's job server answering is not enough: it hands every
+submission to the head's dashboard agent, and a head whose agent has no HTTP server (it could not bind its
+port) lists jobs, answers its version, and refuses every job after a 10 s wait. So the probe submits a job
+the agent itself must refuse before it records anything (a malformed label selector), which walks the
+whole path a study's submission takes and starts nothing.
 """
 
 from __future__ import annotations
@@ -19,14 +25,19 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import httpx
+
 from service.orchestration.ports import ClusterUnreachableError, DispatchError, JobNotFoundError, JobState
 
 __all__ = [
+    "PROBE_SUBMISSION_ID",
     "ClusterUnreachableError",
     "DispatchError",
     "JobNotFoundError",
     "JobState",
     "RayJobDispatcher",
+    "condensed",
+    "ray_words",
     "submission_id_for",
 ]
 
@@ -43,6 +54,17 @@ _RAY_TO_STATE = {
 # How ray.job_submission reports an answer that is not 200: RuntimeError("Request failed with status code
 # N: <body>."); the job server answers 404 "Job <id> does not exist" for an unknown job.
 _STATUS_CODE = re.compile(r"status code (\d{3})")
+
+
+# The readiness probe's submission (service.orchestration.readiness): a job Ray's job agent refuses for its
+# label selector, which no Ray label value may spell. Named, so that a Ray release that took it (it would
+# wait forever for a node with that label) shows what it is, and stops it at once (RayJobDispatcher.probe).
+PROBE_SUBMISSION_ID = "normlab-readiness-probe"
+_PROBE_LABEL_SELECTOR = {"normlab-readiness-probe": "!!"}
+# What the agent says when it refused the probe: its label selector check, or, for a probe it once took,
+# that the id exists. Either way the request went through the agent that starts every job.
+_PROBE_REFUSED_BY_AGENT = ("label selector", "already exists")
+_PROBE_TIMEOUT_S = 15.0  # Ray's job server waits up to 10 s for an agent before it says there is none
 
 
 def submission_id_for(study_id: str, attempt: int = 1) -> str:
@@ -145,6 +167,59 @@ class RayJobDispatcher:
         except Exception as exc:
             return f"(logs unavailable: {exc})"
 
+    def probe(self, timeout_s: float = _PROBE_TIMEOUT_S) -> str:
+        """Whether the job server would take a study's job now: submits one that the head's job agent checks
+        and refuses (module docstring). Returns a line on what answered; raises ClusterUnreachableError when
+        the job server did not answer or cannot reach its agent, DispatchError when it refuses us."""
+        url = f"{self.dashboard_url.rstrip('/')}/api/jobs/"
+        request = {
+            "entrypoint": "true",
+            "submission_id": PROBE_SUBMISSION_ID,
+            "entrypoint_label_selector": _PROBE_LABEL_SELECTOR,
+        }
+        try:
+            answer = httpx.post(url, json=request, headers=self._headers(), timeout=timeout_s)
+        except httpx.TimeoutException:
+            raise ClusterUnreachableError(
+                f"the Ray job server at {self.dashboard_url} took no job within {timeout_s:g} s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ClusterUnreachableError(
+                f"the Ray job server at {self.dashboard_url} did not answer ({type(exc).__name__}: {exc})"
+            ) from None
+        words = ray_words(answer.text)
+        if any(sign in answer.text for sign in _PROBE_REFUSED_BY_AGENT):
+            return f"the Ray job server at {self.dashboard_url} takes jobs (its job agent answered)"
+        if answer.status_code == 200:
+            # A Ray release that accepts the selector: the job would wait forever for a matching node.
+            self._stop_probe_job()
+            return f"the Ray job server at {self.dashboard_url} takes jobs"
+        if answer.status_code in (401, 403):
+            raise DispatchError(
+                f"the Ray job server at {self.dashboard_url} refuses this stack's Ray token "
+                f"(HTTP {answer.status_code}: {words})"
+            )
+        if answer.status_code == 400:
+            # The head refused the request's form before asking its agent (a Ray release that checks label
+            # selectors itself, or knows none): it answers, and whether its agent does is not known.
+            return f"the Ray job server at {self.dashboard_url} answers (its job agent was not asked)"
+        raise ClusterUnreachableError(
+            f"the Ray job server at {self.dashboard_url} takes no job (HTTP {answer.status_code}: {words})"
+        )
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else {}
+
+    def _stop_probe_job(self) -> None:
+        try:
+            httpx.post(
+                f"{self.dashboard_url.rstrip('/')}/api/jobs/{PROBE_SUBMISSION_ID}/stop",
+                headers=self._headers(),
+                timeout=_PROBE_TIMEOUT_S,
+            )
+        except httpx.HTTPError as exc:
+            log.warning("could not stop Ray job %s: %s", PROBE_SUBMISSION_ID, exc)
+
     def cancel(self, job_id: str) -> None:
         """Stop the driver; Ray Tune's trials are actors of that job and stop with it. A job the cluster
         has no record of is stopped already; an unanswered request raises ClusterUnreachableError."""
@@ -177,6 +252,28 @@ def _classified(exc: Exception, *, doing: str, job_id: str | None = None) -> Dis
             f"{doing}: the Ray job server did not answer ({type(exc).__name__}: {exc})"
         )
     return DispatchError(f"{doing}: {exc}")
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def condensed(message: str, max_chars: int = 2000) -> str:
+    """An error message whose tracebacks (Ray's job server sends its own in a 500's body) are cut to their
+    last line, the exception and its message: what a page can show of what Ray said."""
+    head, marker, rest = message.partition(_TRACEBACK)
+    text = head if not marker else f"{head.rstrip()} {ray_words(marker + rest, max_chars)}"
+    text = " ".join(text.split())
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def ray_words(text: str, max_chars: int = 300) -> str:
+    """What Ray said, in one line: a traceback's last line (the exception and its message), else the first."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip() and line.strip() != "."]
+    if not lines:
+        return "(no message)"
+    traceback = lines[0].startswith("Traceback")
+    line = lines[-1] if traceback else lines[0]
+    return line if len(line) <= max_chars else line[: max_chars - 1] + "…"
 
 
 def _killing_signal(exit_code: object) -> str | None:

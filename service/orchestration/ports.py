@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ClusterUnreachableError", "DispatchError", "Dispatcher", "JobNotFoundError", "JobState"]
+__all__ = [
+    "ClusterUnreachableError",
+    "DispatchError",
+    "Dispatcher",
+    "JobNotFoundError",
+    "JobServerProbe",
+    "JobState",
+]
 
 
 class DispatchError(RuntimeError):
@@ -78,4 +85,14 @@ class Dispatcher(Protocol):
         job runs: a job that already ended, or one the cluster has no record of, is not an error. Raises
         `ClusterUnreachableError` when the cluster did not answer (the job may still run) and
         `DispatchError` when it refused."""
+        ...
+
+
+@runtime_checkable
+class JobServerProbe(Protocol):
+    """Says whether the cluster's job server would take a job now, without starting one (readiness asks)."""
+
+    def probe(self) -> str:
+        """One line on what answered when the job server would take a job. Raises `DispatchError` with the
+        server's own words when it would not (`ClusterUnreachableError` when it did not answer)."""
         ...

@@ -4,6 +4,13 @@ it has had its attempts), and ended studies leave no MLflow run RUNNING.
 Routes only persist (dstack style); this loop does the slow work, so a POST returns at once and an
 API restart loses nothing: the next tick picks up whatever the database says is still to do.
 
+A submission the cluster refuses or does not answer is never silent: it is recorded on the study as a failed
+submission, in the cluster's words, and the same driver attempt is tried again after a backoff that doubles
+per failure (`submit_backoff_s` up to `submit_backoff_max_s`; the queue waits for its oldest study meanwhile,
+so studies still start in submission order); once one attempt has failed to submit `max_submit_failures`
+times the study fails with the cluster's last words. A submission that fails because the stack is stopping
+is not recorded: the next start submits it.
+
 A driver died when its Ray job ended (failed, stopped, unknown to the cluster) while its study is still
 running, i.e. without recording an outcome; a driver that fails a broken study records `failed` itself and
 is never resubmitted. The next attempt is a new Ray job whose driver restores the study's Tune experiments
@@ -17,9 +24,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.engine import Engine
 
+from service.orchestration.dispatcher import condensed
 from service.orchestration.ports import Dispatcher, DispatchError, JobState
 from service.orchestration.study_runs import MlflowUnavailableError, StudyRuns
 from service.settings import Settings, get_settings
@@ -33,13 +43,24 @@ from studies.store import (
     list_studies_with_open_mlflow_runs,
     mark_mlflow_closed,
     record_attempt,
+    record_submit_failure,
     session_scope,
     set_study_status,
 )
 
-__all__ = ["StudyReconciler"]
+__all__ = ["StudyReconciler", "submit_backoff_s"]
 
 log = logging.getLogger(__name__)
+
+
+def submit_backoff_s(failures: int, *, first_s: float, max_s: float) -> float:
+    """Seconds to wait after a driver attempt's `failures`-th failed submission: `first_s`, doubled per
+    failure, at most `max_s`."""
+    return min(max_s, first_s * 2 ** max(0, failures - 1))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class StudyReconciler:
@@ -47,7 +68,7 @@ class StudyReconciler:
 
     `settings` gives the recovery rules and the MLflow server (None: the process's settings, read from the
     environment); `runs` closes MLflow runs (None: on that server); `close_batch` bounds the ended studies
-    whose runs one tick closes.
+    whose runs one tick closes; `clock` is the time failed submissions are retried by (tests move it).
     """
 
     def __init__(
@@ -60,6 +81,7 @@ class StudyReconciler:
         settings: Settings | None = None,
         runs: StudyRuns | None = None,
         close_batch: int = 5,
+        clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         settings = settings if settings is not None else get_settings()
         self.engine = engine
@@ -68,6 +90,10 @@ class StudyReconciler:
         self.max_running = max_running  # studies share the cluster; more would only queue inside Ray
         self.max_attempts = settings.max_study_attempts
         self.interrupted_studies = settings.interrupted_studies
+        self.max_submit_failures = settings.max_submit_failures
+        self.submit_backoff_s = settings.submit_backoff_s
+        self.submit_backoff_max_s = settings.submit_backoff_max_s
+        self.clock = clock
         self.runs = runs if runs is not None else StudyRuns(str(settings.mlflow_tracking_uri))
         self.close_batch = close_batch
         # Running studies as the first tick found them, until their job has been looked at once: a driver
@@ -129,11 +155,13 @@ class StudyReconciler:
         for study in queued:
             if self._stopping:
                 return  # the cluster may be stopping: the next start submits the rest
+            if self._backing_off(study):
+                return  # the oldest queued study waits out its backoff: the rest wait behind it, in order
             try:
                 job_id = self.dispatcher.submit(study.id, study.spec, attempt=1)
             except DispatchError as exc:
-                log.warning("study %s stays queued: %s", study.id, exc)
-                return  # the cluster is unreachable: try again next tick, in submission order
+                self._submission_failed(study, attempt=1, error=exc)
+                return  # the cluster is likely the same for the next study: it waits, in submission order
             with session_scope(self.engine) as session:
                 record_attempt(session, study_id=study.id, ray_job_id=job_id)
                 try:
@@ -144,6 +172,47 @@ class StudyReconciler:
                     cancelled_meanwhile = False
             if cancelled_meanwhile:
                 self._stop_job(job_id, study.id)
+
+    def _backing_off(self, study: StudyView) -> bool:
+        """Whether the study's next submission waits: its last one failed and its retry time is not yet."""
+        failures = study.unsubmitted_failures
+        return bool(failures) and failures[-1].retry_at is not None and self.clock() < failures[-1].retry_at
+
+    def _submission_failed(self, study: StudyView, *, attempt: int, error: DispatchError) -> None:
+        """Record the failed submission of the study's driver attempt `attempt` in the cluster's words, with
+        when it is tried again; the study fails once the attempt has failed `max_submit_failures` times."""
+        if self._stopping:
+            return  # the cluster may be failing because the stack stops: not the study's failure
+        words = condensed(str(error))
+        with session_scope(self.engine) as session:
+            current = get_study(session, study_id=study.id, lock=True)
+            if current.status != study.status or current.ray_job_id != study.ray_job_id:
+                return  # cancelled, or submitted by another loop, meanwhile
+            failures = 1 + sum(1 for f in current.submit_failures if f.attempt == attempt)
+            gave_up = failures >= self.max_submit_failures
+            wait_s = submit_backoff_s(
+                failures, first_s=self.submit_backoff_s, max_s=self.submit_backoff_max_s
+            )
+            retry_at = None if gave_up else self.clock() + timedelta(seconds=wait_s)
+            record_submit_failure(session, study_id=study.id, attempt=attempt, error=words, retry_at=retry_at)
+            if gave_up:
+                message = (
+                    f"Ray did not take the study's driver (attempt {attempt}): {failures} submissions failed "
+                    f"(NORMLAB_MAX_SUBMIT_FAILURES={self.max_submit_failures}); the last one: {words}"
+                )
+                set_study_status(session, study_id=study.id, status=StudyStatus.FAILED, error=message)
+        if gave_up:
+            log.error("study %s failed: its driver attempt %d was not taken: %s", study.id, attempt, words)
+        else:
+            log.warning(
+                "study %s: submitting driver attempt %d failed (%d of at most %d), next try in %.0f s: %s",
+                study.id,
+                attempt,
+                failures,
+                self.max_submit_failures,
+                wait_s,
+                words,
+            )
 
     def _stop_job(self, job_id: str, study_id: str) -> None:
         # Cancelled between our read and the submit: take the job down again (outside the transaction,
@@ -223,11 +292,13 @@ class StudyReconciler:
         attempt = _number(study) + 1
         if self._stopping:
             return  # the death is recorded: the next start submits this attempt
+        if self._backing_off(study):
+            return  # the death is recorded: a later tick submits this attempt
         try:
             job_id = self.dispatcher.submit(study.id, study.spec, attempt=attempt)
         except DispatchError as exc:
-            log.warning("study %s: driver attempt %d not submitted yet: %s", study.id, attempt, exc)
-            return  # the death is recorded: the next tick submits this attempt again
+            self._submission_failed(study, attempt=attempt, error=exc)
+            return  # the death is recorded: a later tick submits this attempt again
         with session_scope(self.engine) as session:
             cancelled_meanwhile = (
                 get_study(session, study_id=study.id, lock=True).status != StudyStatus.RUNNING

@@ -35,6 +35,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from sqlalchemy.engine import make_url
 
@@ -42,15 +43,19 @@ from service.api.mlflow_links import QUIET_RUN_URLS_ENV, mlflow_ui_url
 from service.api.server import ApiServer, api_config
 from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token_source
 from service.orchestration.dispatcher import RayJobDispatcher
+from service.orchestration.readiness import Readiness, ReadinessChecker
 from service.orchestration.reconcile import StudyReconciler
 from service.settings import Settings
 from service.stack.local_stack import (
+    RaySessions,
     StartedStack,
+    default_ray_temp_dir,
     mlflow_server,
     ray_head,
     stop_stale_stacks,
     warm_driver_server,
 )
+from service.stack.preflight import check_ports, planned_ports
 from service.stack.private_files import PrivateDirError, prepare_data_dir, private_umask
 from service.stack.probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
 from service.stack.processes import ManagedProcess, ProcessStartError, http_ok
@@ -134,24 +139,42 @@ def _mlflow_is_local(settings: Settings) -> bool:
 
 @contextlib.contextmanager
 def local_stack(
-    settings: Settings, *, api_only: bool = False, hurry: threading.Event | None = None
+    settings: Settings,
+    *,
+    api_only: bool = False,
+    hurry: threading.Event | None = None,
+    api_port: bool = False,
 ) -> Iterator[LocalStack]:
     """MLflow and Ray for these settings: started here, or attached to when they already answer at their
-    configured addresses; on exit only what was started here is stopped (no grace period once `hurry` is set).
-    `api_only` starts nothing and raises StackUnavailableError unless both answer."""
+    configured addresses; on exit only what was started here is stopped (no grace period once `hurry` is set),
+    and the Ray session folders the head started here made are removed. `api_only` starts nothing and raises
+    StackUnavailableError unless both answer. Before anything starts, every port of what is to start (and
+    the API's, with `api_port`) must be free: else PortUnavailableError, one line naming port and setting."""
     prepare_data_dir(settings.data_dir)  # 0700 (and tightened, said once, if an older start left it open)
     token = ensure_ray_auth_token(settings)
     started = StartedStack(settings.data_dir)
     socket_dir: Path | None = None  # the warm driver server's, when this stack starts one
+    sessions: RaySessions | None = None  # those of the Ray head started here
     try:
         if api_only:
             mlflow, ray = _require_running(settings, token)
+            check_ports(planned_ports(settings, mlflow=False, ray=False, api=api_port))
         else:
             # Before probing: an orphan of a killed launcher must be stopped, not attached to.
             for line in stop_stale_stacks(settings.data_dir):
                 _say(f"[yellow]stopped {line}[/]")
-            mlflow = _mlflow(settings, started)
-            ray = _ray(settings, token, started)
+            mlflow, ray = _mlflow_origin(settings), _ray_origin(settings, token)
+            if ray is Origin.STARTED:
+                sessions = _ray_sessions(settings)
+            check_ports(
+                planned_ports(
+                    settings, mlflow=mlflow is Origin.STARTED, ray=ray is Origin.STARTED, api=api_port
+                )
+            )
+            if mlflow is Origin.STARTED:
+                _start_mlflow(settings, started)
+            if sessions is not None:
+                _start_ray(settings, token, started, sessions)
         driver_env = driver_environment(settings)
         if ray is Origin.STARTED and settings.warm_drivers and sys.platform.startswith("linux"):
             # Unix socket paths are limited to ~107 bytes: the server's lives in a short private dir.
@@ -171,9 +194,11 @@ def local_stack(
             ray=ray,
         )
     finally:
-        _stop(started, hurry)
+        stopped = _stop(started, hurry)
         if socket_dir is not None:
             shutil.rmtree(socket_dir, ignore_errors=True)
+        if sessions is not None and stopped:  # a head still running writes into its session
+            sessions.remove()
 
 
 def _warm_drivers(
@@ -198,17 +223,20 @@ def _warm_drivers(
     return {"NORMLAB_WARM_DRIVER_SOCKET": str(socket_path)}
 
 
-def _stop(started: StartedStack, hurry: threading.Event | None = None) -> None:
+def _stop(started: StartedStack, hurry: threading.Event | None = None) -> bool:
+    """Stop what was started here; whether all of it stopped."""
     if not started.processes:
-        return
+        return True
     _say(f"[dim]stopping {', '.join(process.name for process in reversed(started.processes))} ...[/]")
     with hurried_by_signals(hurry, say=_say) as hurry:
         left = started.stop(hurry=hurry)
     if left:
         _say(f"[red]still running after SIGKILL: pids {sorted(process.pid for process in left)}[/]")
+    return not left
 
 
-def _mlflow(settings: Settings, started: StartedStack) -> Origin:
+def _mlflow_origin(settings: Settings) -> Origin:
+    """How this stack comes by MLflow: STARTED means it is still to be started (_start_mlflow)."""
     uri = str(settings.mlflow_tracking_uri)
     if not _mlflow_is_local(settings):
         return Origin.CONFIGURED
@@ -220,6 +248,11 @@ def _mlflow(settings: Settings, started: StartedStack) -> Origin:
             f"something that is not an MLflow server answers at {uri}: stop it, or set NORMLAB_MLFLOW_PORT "
             "to a free port (or MLFLOW_TRACKING_URI to a running MLflow server)"
         )
+    return Origin.STARTED
+
+
+def _start_mlflow(settings: Settings, started: StartedStack) -> None:
+    uri = str(settings.mlflow_tracking_uri)
     mlflow = mlflow_server(
         data_dir=settings.data_dir,
         host=settings.mlflow_host,
@@ -229,10 +262,10 @@ def _mlflow(settings: Settings, started: StartedStack) -> Origin:
     )
     console.print(f"[dim]starting MLflow on {uri} ...[/]")
     started.start(mlflow, timeout=180)
-    return Origin.STARTED
 
 
-def _ray(settings: Settings, token: str, started: StartedStack) -> Origin:
+def _ray_origin(settings: Settings, token: str) -> Origin:
+    """How this stack comes by Ray: STARTED means a local head is still to be started (_start_ray)."""
     if settings.ray_address is not None:
         return Origin.CONFIGURED
     url = settings.ray_dashboard_url
@@ -246,16 +279,33 @@ def _ray(settings: Settings, token: str, started: StartedStack) -> Origin:
             f"something that is not a Ray head answers at {url}: stop it, or set NORMLAB_RAY_DASHBOARD_PORT "
             "to a free port"
         )
-    try:
-        head = _ray_head(settings, token)
-    except PrivateDirError as exc:  # the default temp dir's parent belongs to someone else
-        raise StackUnavailableError(str(exc)) from exc
-    console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
-    started.start(head, timeout=180)
     return Origin.STARTED
 
 
-def _ray_head(settings: Settings, token: str) -> ManagedProcess:
+def _ray_sessions(settings: Settings) -> RaySessions:
+    """The local head's temp dir, and the session folders already in it (not this stack's to remove)."""
+    try:
+        temp_dir = settings.ray_temp_dir or default_ray_temp_dir(settings.ray_gcs_port)
+    except PrivateDirError as exc:  # the default temp dir's parent belongs to someone else
+        raise StackUnavailableError(str(exc)) from exc
+    return RaySessions.before_start(temp_dir, f"{settings.ray_host}:{settings.ray_gcs_port}")
+
+
+def _start_ray(settings: Settings, token: str, started: StartedStack, sessions: RaySessions) -> None:
+    head = _ray_head(settings, token, sessions.temp_dir)
+    console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
+    try:
+        started.start(head, timeout=180)
+    finally:
+        # Also for a head that failed to start: what it made before it died goes with the stop, and with a
+        # guard's or the next start's stop should this launcher be killed.
+        sessions.head_pid = head.identity.pid if head.identity is not None else None
+        started.note_ray_sessions(sessions)
+
+
+def _ray_head(settings: Settings, token: str, temp_dir: Path) -> ManagedProcess:
+    """The local head, every port it and its agents listen on from the settings (service.stack.preflight
+    checks the same list before anything starts)."""
     return ray_head(
         data_dir=settings.data_dir,
         token=token,
@@ -264,12 +314,18 @@ def _ray_head(settings: Settings, token: str) -> ManagedProcess:
         dashboard_host=settings.ray_dashboard_host,
         dashboard_port=settings.ray_dashboard_port,
         dashboard_agent_listen_port=settings.ray_dashboard_agent_listen_port,
+        dashboard_agent_grpc_port=settings.ray_dashboard_agent_grpc_port,
+        node_manager_port=settings.ray_node_manager_port,
+        object_manager_port=settings.ray_object_manager_port,
+        metrics_export_port=settings.ray_metrics_export_port,
+        runtime_env_agent_port=settings.ray_runtime_env_agent_port,
+        dashboard_metrics_port=settings.ray_dashboard_metrics_port,
         client_server_port=settings.ray_client_server_port,
         min_worker_port=settings.ray_min_worker_port,
         max_worker_port=settings.ray_max_worker_port,
         num_cpus=settings.ray_num_cpus,
         num_gpus=settings.ray_num_gpus,
-        temp_dir=settings.ray_temp_dir,
+        temp_dir=temp_dir,
     )
 
 
@@ -323,8 +379,11 @@ def _mlflow_ui(settings: Settings) -> str:
     return mlflow_ui_url(uri) or uri
 
 
-def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
-    """Where everything is and how to get the API token; never the token (it would land in logs)."""
+def startup_banner(
+    settings: Settings, *, mlflow: Origin, ray: Origin, readiness: Readiness | None = None
+) -> Panel:
+    """Where everything is and how to get the API token; never the token (it would land in logs). With
+    `readiness`, whether a study could run now, and if not, each part that is not ready and why."""
     api = settings.api_url
     normlab = _normlab_command()
     database = make_url(str(settings.database_url)).render_as_string(hide_password=True)
@@ -336,6 +395,7 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
                 f"MLflow UI  {_mlflow_ui(settings)}   ({mlflow.value})",
                 f"Ray        {settings.ray_ui_base}   ({ray.value})",
                 f"Database   {database}",
+                *_readiness_lines(readiness, str(api)),
                 "",
                 f"API token  from {api_token_source(settings)}; `{normlab} token` prints it",
                 "",
@@ -348,6 +408,17 @@ def startup_banner(settings: Settings, *, mlflow: Origin, ray: Origin) -> Panel:
         ),
         title="NormLab is running",
     )
+
+
+def _readiness_lines(readiness: Readiness | None, api: str) -> list[str]:
+    """The banner's readiness: one line when ready, else one per part that is not (escaped: Ray's words
+    and paths may hold what rich takes for markup)."""
+    if readiness is None:
+        return []
+    if readiness.ready:
+        return [f"Ready      yes: a study can run now ({api}/readyz says so while it stays true)"]
+    lines = [f"[red]NOT READY[/]  studies queue until this is fixed ({api}/readyz says what is not ready):"]
+    return lines + [f"           [red]-[/] {escape(problem)}" for problem in readiness.problems()]
 
 
 def serve(settings: Settings | None = None, *, demo: bool = False, api_only: bool = False) -> None:
@@ -392,11 +463,12 @@ def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bo
     prepare_data_dir(settings.data_dir)  # before the token file and the database are written into it
     api_token = ensure_api_token(settings)
     upgrade_database(str(settings.database_url))
-    with local_stack(settings, api_only=api_only, hurry=signals.hurry) as stack:
+    with local_stack(settings, api_only=api_only, hurry=signals.hurry, api_port=True) as stack:
         app = create_app(settings=settings, dispatcher=stack.dispatcher)
         api = ApiServer(api_config(app, settings, grace_s=_API_GRACE_S, access_log=verbose))
+        engine = make_engine(str(settings.database_url))
         reconciler = StudyReconciler(
-            make_engine(str(settings.database_url)),
+            engine,
             stack.dispatcher,
             interval_s=settings.poll_interval_s,
             max_running=settings.max_running_studies,
@@ -406,7 +478,9 @@ def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bo
             reconciler.start()
             # No trial host starts here: the first CPU study's driver starts them (an idle stack stays lean).
             app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
-            console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray))
+            # What /readyz will say, checked once here: the banner says whether a study could run now.
+            readiness = ReadinessChecker(settings, engine, stack.dispatcher).check()
+            console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray, readiness=readiness))
             if demo:
                 threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
             signals.interrupting = False  # from here on the main thread polls for the stop

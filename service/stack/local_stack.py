@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +45,7 @@ from service.stack.processes import (
 )
 
 __all__ = [
+    "RaySessions",
     "StackGuard",
     "StackRecord",
     "StartedStack",
@@ -155,6 +157,92 @@ def default_ray_temp_dir(gcs_port: int) -> Path:
     return private_tmp_dir() / f"ray-{gcs_port}"
 
 
+@dataclass
+class RaySessions:
+    """The session folders a Ray head this stack starts leaves under its temp dir, removed once it stopped.
+
+    Ray names each session folder after the process that made it (`session_<time>_<pid>`: the `ray start`
+    that `ray_head` runs), and keeps beside them `session_latest` and `prom_metrics_service_discovery.json`
+    (links into the latest one) and `ray_current_cluster` (the head's GCS address). Only what this stack's
+    head made goes: a folder that was there before it started, or that another process made (another stack
+    given the same temp dir), stays, and so does every link and file that still points at one of those.
+    """
+
+    temp_dir: Path
+    gcs_address: str  # host:port, as ray_current_cluster holds it
+    existing: frozenset[str]  # session folders there before the head started
+    head_pid: int | None = None  # set once the head runs
+
+    @classmethod
+    def before_start(cls, temp_dir: Path, gcs_address: str) -> RaySessions:
+        return cls(temp_dir, gcs_address, frozenset(cls._sessions(temp_dir)))
+
+    def to_json(self) -> dict[str, Any]:
+        """What a StackRecord keeps, so that a guard or the next start removes them after a killed
+        launcher."""
+        return {
+            "temp_dir": str(self.temp_dir),
+            "gcs_address": self.gcs_address,
+            "existing": sorted(self.existing),
+            "head_pid": self.head_pid,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RaySessions:
+        head_pid = raw.get("head_pid")
+        return cls(
+            Path(raw["temp_dir"]),
+            str(raw["gcs_address"]),
+            frozenset(raw["existing"]),
+            int(head_pid) if head_pid is not None else None,
+        )
+
+    @staticmethod
+    def _sessions(temp_dir: Path) -> list[str]:
+        try:
+            return [
+                p.name
+                for p in temp_dir.iterdir()
+                if p.name.startswith("session_") and p.name != "session_latest"
+            ]
+        except OSError:
+            return []
+
+    def ours(self) -> list[Path]:
+        """The session folders this stack's head made."""
+        if self.head_pid is None:
+            return []
+        suffix = f"_{self.head_pid}"
+        return [
+            self.temp_dir / name
+            for name in self._sessions(self.temp_dir)
+            if name not in self.existing and name.endswith(suffix) and not (self.temp_dir / name).is_symlink()
+        ]
+
+    def remove(self) -> list[Path]:
+        """Remove this head's session folders and what points only at them; returns the folders removed.
+        Call once the head has stopped: a running head writes into its session."""
+        removed = [path for path in self.ours() if _removed_tree(path)]
+        for name in ("session_latest", "prom_metrics_service_discovery.json"):
+            link = self.temp_dir / name
+            if link.is_symlink() and any(
+                (self.temp_dir / os.readlink(link)).is_relative_to(path) for path in removed
+            ):
+                link.unlink(missing_ok=True)
+        current = self.temp_dir / "ray_current_cluster"
+        with contextlib.suppress(OSError):
+            if removed and current.read_text().strip() == self.gcs_address:
+                current.unlink()
+        with contextlib.suppress(OSError):
+            self.temp_dir.rmdir()  # only once empty: nothing of another stack's goes
+        return removed
+
+
+def _removed_tree(path: Path) -> bool:
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
+
+
 def ray_head(
     *,
     data_dir: Path,
@@ -164,6 +252,12 @@ def ray_head(
     dashboard_host: str = "127.0.0.1",
     dashboard_port: int,
     dashboard_agent_listen_port: int,
+    dashboard_agent_grpc_port: int | None = None,
+    node_manager_port: int | None = None,
+    object_manager_port: int | None = None,
+    metrics_export_port: int | None = None,
+    runtime_env_agent_port: int | None = None,
+    dashboard_metrics_port: int | None = None,
     client_server_port: int | None = None,
     min_worker_port: int,
     max_worker_port: int,
@@ -175,8 +269,10 @@ def ray_head(
     """`ray start --head --block`, trimmed (service.stack.ray_start): SIGTERM to it takes the whole local
     cluster down cleanly.
 
-    Ports are explicit because Redis (and other services) often hold Ray's defaults (6379). With
-    `node_ip` 127.0.0.1 (the default) every port of the node listens on 127.0.0.1 only.
+    Ports are explicit because Redis (and other services) often hold Ray's defaults (6379), and because a
+    port Ray picks at random may be one another stack on this machine was configured with. `normlab serve`
+    gives every one (service.stack.launcher); a port left None here is Ray's pick. With `node_ip` 127.0.0.1
+    (the default) every port of the node listens on 127.0.0.1 only.
     """
     argv = [
         # `ray start`, with a dashboard that loads only the modules this stack uses (that module says which).
@@ -197,11 +293,22 @@ def ray_head(
         "--no-monitor",
         "--block",
     ]
+    for flag, port in (
+        ("--dashboard-agent-grpc-port", dashboard_agent_grpc_port),
+        ("--node-manager-port", node_manager_port),
+        ("--object-manager-port", object_manager_port),
+        ("--metrics-export-port", metrics_export_port),
+        ("--runtime-env-agent-port", runtime_env_agent_port),
+    ):
+        if port is not None:
+            argv.append(f"{flag}={port}")
     if client_server_port is not None:  # only then does the head run Ray's client server (ray_start says why)
         argv.append(f"--ray-client-server-port={client_server_port}")
     argv += _resource_args(num_cpus, num_gpus)
     argv.append(f"--temp-dir={temp_dir or default_ray_temp_dir(gcs_port)}")
     env = {**ray_head_env(token, node_ip), **(extra_env or {})}
+    if dashboard_metrics_port is not None:  # no `ray start` flag: the dashboard reads it from its environment
+        env["DASHBOARD_METRIC_PORT"] = str(dashboard_metrics_port)
     return ManagedProcess(
         name="ray-head",
         argv=argv,
@@ -302,6 +409,9 @@ class StackRecord:
     host: str
     boot: str
     processes: list[dict[str, Any]]  # name, mark, and once started pid and started (ProcessIdentity)
+    ray_sessions: dict[str, Any] | None = (
+        None  # RaySessions.to_json() of the head started, removed at the stop
+    )
 
     @classmethod
     def for_this_launcher(cls, data_dir: Path) -> StackRecord:
@@ -324,6 +434,7 @@ class StackRecord:
                 host=str(raw["host"]),
                 boot=str(raw["boot"]),
                 processes=list(raw["processes"]),
+                ray_sessions=raw.get("ray_sessions"),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None  # being written, or not ours: only a readable record is acted on
@@ -341,7 +452,13 @@ class StackRecord:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         launcher = None if self.launcher is None else vars(self.launcher)
         text = json.dumps(
-            {"launcher": launcher, "host": self.host, "boot": self.boot, "processes": self.processes}
+            {
+                "launcher": launcher,
+                "host": self.host,
+                "boot": self.boot,
+                "processes": self.processes,
+                "ray_sessions": self.ray_sessions,
+            }
         )
         partial = self.path.with_suffix(".partial")
         partial.write_text(text)
@@ -375,9 +492,14 @@ class StackRecord:
             return set()
         return self.children() | marked_processes([p["mark"] for p in self.processes])
 
+    def note_ray_sessions(self, sessions: RaySessions) -> None:
+        """The head started here makes these session folders: whoever stops the stack removes them."""
+        self.ray_sessions = sessions.to_json()
+        self._write()
+
     def stop_everything(self, *, grace_s: float = STOP_GRACE_S) -> int:
-        """Stop what the record names (SIGTERM, grace, SIGKILL) and remove the record; returns how many
-        processes ran."""
+        """Stop what the record names (SIGTERM, grace, SIGKILL), remove the Ray session folders its head
+        made once nothing runs, and remove the record; returns how many processes ran."""
         children = self.children()
         seen = set(children)
 
@@ -386,7 +508,10 @@ class StackRecord:
             seen.update(running)
             return running
 
-        terminate(find, first=children, grace_s=grace_s)
+        left = terminate(find, first=children, grace_s=grace_s)
+        if not left and self.ray_sessions is not None and self.host == socket.gethostname():
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                RaySessions.from_json(self.ray_sessions).remove()
         self.remove()
         return len(seen)
 
@@ -445,6 +570,11 @@ class StartedStack:
         self.processes: list[ManagedProcess] = []
         self.record: StackRecord | None = None
         self.guard: StackGuard | None = None
+
+    def note_ray_sessions(self, sessions: RaySessions) -> None:
+        """The Ray head started here makes these session folders (kept in the record for a guard's stop)."""
+        if self.record is not None:
+            self.record.note_ray_sessions(sessions)
 
     def start(self, process: ManagedProcess, *, timeout: float) -> None:
         """Start `process` and wait until it is healthy (ManagedProcess.start)."""

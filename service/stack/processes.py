@@ -44,6 +44,7 @@ __all__ = [
     "ProcessIdentity",
     "ProcessStartError",
     "free_port",
+    "free_port_range",
     "http_ok",
     "http_status",
     "marked_processes",
@@ -83,6 +84,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_range(count: int, *, low: int = 20000, high: int = 32000, tries: int = 50) -> int:
+    """The first port of `count` consecutive ports that are all free on loopback now, drawn at random between
+    `low` and `high` (below Linux's ephemeral range, where the kernel's own picks come from): a range with
+    one port taken (a RabbitMQ node holds 25672) would fail the stack's port check."""
+    for _ in range(tries):
+        first = random.randint(low, high - count)
+        if all(_bindable(port) for port in range(first, first + count)):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports between {low} and {high} after {tries} tries")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def private_serve_environment(
     data_dir: Path, ray_temp: Path, *, api_token: str, ray_cpus: int = 2
 ) -> dict[str, str]:
@@ -90,10 +112,16 @@ def private_serve_environment(
     data dir and Ray temp dir, every port free on loopback, the cluster addresses unset so it starts its own
     (end-to-end tests and the orchestration benchmark run beside a user's stack)."""
     # Ray's client server stays off (its port unset), as by default.
-    unset = ("DATABASE_URL", "MLFLOW_TRACKING_URI", "RAY_ADDRESS", "NORMLAB_RAY_CLIENT_SERVER_PORT")
+    unset = (
+        "DATABASE_URL",
+        "MLFLOW_TRACKING_URI",
+        "RAY_ADDRESS",
+        "NORMLAB_RAY_CLIENT_SERVER_PORT",
+        "NORMLAB_RAY_PORT_BASE",
+    )
     env = {k: v for k, v in os.environ.items() if k not in unset}
     # Below Linux's ephemeral range (32768+), where free_port() picks the other ports.
-    worker_base = random.randint(20000, 32000)
+    worker_base = free_port_range(301)
     env.update(
         {
             "NORMLAB_DATA_DIR": str(data_dir),
@@ -102,6 +130,12 @@ def private_serve_environment(
             "NORMLAB_RAY_GCS_PORT": str(free_port()),
             "NORMLAB_RAY_DASHBOARD_PORT": str(free_port()),
             "NORMLAB_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_AGENT_GRPC_PORT": str(free_port()),
+            "NORMLAB_RAY_NODE_MANAGER_PORT": str(free_port()),
+            "NORMLAB_RAY_OBJECT_MANAGER_PORT": str(free_port()),
+            "NORMLAB_RAY_METRICS_EXPORT_PORT": str(free_port()),
+            "NORMLAB_RAY_RUNTIME_ENV_AGENT_PORT": str(free_port()),
+            "NORMLAB_RAY_DASHBOARD_METRICS_PORT": str(free_port()),
             "NORMLAB_RAY_MIN_WORKER_PORT": str(worker_base),
             "NORMLAB_RAY_MAX_WORKER_PORT": str(worker_base + 300),
             "NORMLAB_RAY_NUM_CPUS": str(ray_cpus),

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import DATASET_METRICS
-from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, TrialView
+from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, SubmitFailureView, TrialView
 from studies.store.results_evidence import RESULT_PHASES
 from studies.tables.render_curves_svg import EpochCurve, epoch_curves_svg
 from studies.tables.render_sequential_svg import sequential_figure
@@ -30,6 +30,7 @@ __all__ = [
     "SequentialSection",
     "StudyCard",
     "StudyPage",
+    "SubmitFailureRow",
     "TrialRow",
     "curve_figures",
     "ray_job_url",
@@ -66,6 +67,20 @@ class StudyCard:
     mlflow_url: str | None  # the experiment in MLflow's training view; None before the driver made it
     ray_job_id: str | None
     ray_job_url: str | None
+    # Why the study waits, when Ray did not take its driver's latest submission: how many times it failed,
+    # Ray's words the last time, and when it is tried again (None: not again, the study failed with it).
+    submit_failures: int = 0
+    submit_error: str | None = None
+    submit_retry_at: str | None = None
+
+
+@dataclass(frozen=True)
+class SubmitFailureRow:
+    number: int
+    attempt: int  # the driver attempt it was to start
+    failed_at: str
+    error: str  # Ray's words
+    retry_at: str | None  # None: not tried again
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,7 @@ class StudyPage:
     study: StudyCard
     spec_yaml: str
     attempts: tuple[AttemptRow, ...]
+    submit_failures: tuple[SubmitFailureRow, ...]
     trials: tuple[TrialRow, ...]
     figures: tuple[CurveFigure, ...]
     sequential: SequentialSection | None = None
@@ -157,6 +173,7 @@ def study_card(
     experiment = study.mlflow_experiment_id
     page_url = f"/studies/{quote(study.id, safe='')}"
     methods = study.spec.get("methods")
+    waiting = study.unsubmitted_failures
     return StudyCard(
         id=study.id,
         name=study.name,
@@ -181,6 +198,9 @@ def study_card(
         else None,
         ray_job_id=study.ray_job_id,
         ray_job_url=ray_job_url(ray_dashboard_url, study.ray_job_id) if study.ray_job_id else None,
+        submit_failures=len(waiting),
+        submit_error=waiting[-1].error if waiting else None,
+        submit_retry_at=_iso(waiting[-1].retry_at) if waiting else None,
     )
 
 
@@ -203,6 +223,7 @@ def study_page(
         ),
         spec_yaml=yaml.safe_dump(dict(study.spec), sort_keys=False),
         attempts=tuple(_attempt_row(a, ray_dashboard_url) for a in study.attempts),
+        submit_failures=tuple(_submit_failure_row(f) for f in study.submit_failures),
         trials=tuple(_trial_row(study, t, mlflow_tracking_uri) for t in trials),
         figures=tuple(curve_figures(study, trials, histories)),
         sequential=sequential_section(sequential) if sequential is not None else None,
@@ -280,6 +301,16 @@ def _attempt_row(attempt: AttemptView, ray_dashboard_url: str) -> AttemptRow:
         ended_at=_iso(attempt.ended_at),
         death_reason=attempt.death_reason,
         interrupted=attempt.interrupted,
+    )
+
+
+def _submit_failure_row(failure: SubmitFailureView) -> SubmitFailureRow:
+    return SubmitFailureRow(
+        number=failure.number,
+        attempt=failure.attempt,
+        failed_at=_iso(failure.failed_at) or "",
+        error=failure.error,
+        retry_at=_iso(failure.retry_at),
     )
 
 

@@ -1,11 +1,12 @@
-"""Persistence of studies (with their driver attempts), trials, per-epoch trial histories and the looks of
-sequential studies (SQLAlchemy 2 only: importable by the Ray driver without FastAPI).
+"""Persistence of studies (with their driver attempts and failed submissions), trials, per-epoch trial
+histories and the looks of sequential studies (SQLAlchemy 2 only: importable by the Ray driver without
+FastAPI).
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
-from studies.store._attempts import end_attempt, record_attempt
+from studies.store._attempts import end_attempt, record_attempt, record_submit_failure
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
 from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
 from studies.store._studies import (
@@ -34,8 +35,8 @@ from studies.store.errors import (
 )
 from studies.store.migrate import upgrade_database
 from studies.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from studies.store.tables import Base, Study, StudyAttempt, StudyLook, Trial, TrialEpoch
-from studies.store.views import AttemptView, StudyProgress, StudyView, TrialView
+from studies.store.tables import Base, Study, StudyAttempt, StudyLook, StudySubmitFailure, Trial, TrialEpoch
+from studies.store.views import AttemptView, StudyProgress, StudyView, SubmitFailureView, TrialView
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -55,7 +56,9 @@ __all__ = [
     "StudyNotFoundError",
     "StudyProgress",
     "StudyStatus",
+    "StudySubmitFailure",
     "StudyView",
+    "SubmitFailureView",
     "Trial",
     "TrialEpoch",
     "TrialKeyConflictError",
@@ -76,6 +79,7 @@ __all__ = [
     "read_only",
     "record_attempt",
     "record_look",
+    "record_submit_failure",
     "record_trial",
     "record_trial_epoch",
     "sequential_summary",

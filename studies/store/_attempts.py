@@ -1,20 +1,25 @@
-"""Driver attempts: every submission of a study's driver as a Ray job, and why a driver died.
+"""Driver attempts: every submission of a study's driver as a Ray job, why a driver died, and each
+submission the cluster did not take.
 
 A study's first driver is attempt 1; when a driver dies without recording the study's outcome, the
 reconcile loop ends its attempt here (with the reason) and may submit the next one, which resumes the
-study's Tune experiments from storage.
+study's Tune experiments from storage. A submission the cluster refuses or does not answer is kept as a
+failed submission of the attempt it was to start, with the cluster's words, so that a study the cluster
+does not take says so instead of waiting in silence.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from studies.store._studies import _close_running_trials, _get_row, _progress_for
 from studies.store.status import TrialStatus, driver_died_error
-from studies.store.tables import Study, StudyAttempt, utcnow
+from studies.store.tables import Study, StudyAttempt, StudySubmitFailure, utcnow
 from studies.store.views import StudyView
 
-__all__ = ["end_attempt", "record_attempt"]
+__all__ = ["end_attempt", "record_attempt", "record_submit_failure"]
 
 
 def record_attempt(session: Session, *, study_id: str, ray_job_id: str) -> StudyView:
@@ -66,6 +71,31 @@ def end_attempt(
             session, study_id, TrialStatus.CANCELLED, driver_died_error(attempt.number, death_reason)
         )
         session.flush()
+    return StudyView.from_row(row, _progress_for(session, [row])[row.id])
+
+
+def record_submit_failure(
+    session: Session, *, study_id: str, attempt: int, error: str, retry_at: datetime | None
+) -> StudyView:
+    """Submitting the study's driver attempt `attempt` failed with `error` (the cluster's words): keep it,
+    with when it is tried again (`retry_at`; None: it is not, the caller fails the study)."""
+    if attempt < 1:
+        raise ValueError(f"driver attempts are numbered from 1, got {attempt}")
+    row = _get_row(session, study_id, for_update=True)
+    latest = row.submit_failures[-1] if row.submit_failures else None
+    now = utcnow()
+    row.submit_failures.append(
+        StudySubmitFailure(
+            study_id=study_id,
+            number=latest.number + 1 if latest is not None else 1,
+            attempt=attempt,
+            failed_at=now,
+            error=error,
+            retry_at=retry_at,
+        )
+    )
+    row.updated_at = now
+    session.flush()
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
 
 

@@ -1,7 +1,8 @@
 """SQLAlchemy tables: one row per study, one row per driver attempt of a study (its Ray job and, when the
-driver died, why), one row per trial (keyed by the driver's idempotent trial_key), and one row per reported
-epoch of a trial (its per-epoch history), and one row per look of a sequential study (what the look saw and
-decided, as studies.sequential's LookRecord writes it).
+driver died, why), one row per submission of a driver the cluster did not take (in its words), one row per
+trial (keyed by the driver's idempotent trial_key), and one row per reported epoch of a trial (its per-epoch
+history), and one row per look of a sequential study (what the look saw and decided, as
+studies.sequential's LookRecord writes it).
 
 The Alembic revisions in studies/store/migrations create exactly these tables; a test compares the two.
 """
@@ -30,7 +31,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from studies.store.status import Phase, StudyStatus, TrialStatus
 
-__all__ = ["Base", "Study", "StudyAttempt", "StudyLook", "Trial", "TrialEpoch", "utcnow"]
+__all__ = [
+    "Base",
+    "Study",
+    "StudyAttempt",
+    "StudyLook",
+    "StudySubmitFailure",
+    "Trial",
+    "TrialEpoch",
+    "utcnow",
+]
 
 # Deterministic constraint names, so later migrations can address them on every backend.
 NAMING_CONVENTION = {
@@ -84,6 +94,10 @@ class Study(Base):
     attempts: Mapped[list[StudyAttempt]] = relationship(
         order_by="StudyAttempt.number", lazy="selectin", passive_deletes=True
     )
+    # Loaded with it too: the pages show a study that Ray does not take, and why.
+    submit_failures: Mapped[list[StudySubmitFailure]] = relationship(
+        order_by="StudySubmitFailure.number", lazy="selectin", passive_deletes=True
+    )
 
 
 class StudyAttempt(Base):
@@ -103,6 +117,29 @@ class StudyAttempt(Base):
     # The driver was found dead when the service started (the stack was stopped under it): such a death
     # does not count against the study's attempt limit.
     interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class StudySubmitFailure(Base):
+    """One submission of a study's driver that the cluster refused or did not answer, in the cluster's words.
+
+    The reconcile loop tries the same driver attempt again after a backoff (`retry_at`) and fails the study
+    once the attempt has failed to submit as often as the service allows (`retry_at` None: it gave up).
+    """
+
+    __tablename__ = "study_submit_failures"
+    __table_args__ = (
+        CheckConstraint("number >= 1", name="number"),
+        CheckConstraint("attempt >= 1", name="attempt"),
+    )
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)  # 1, 2, ... per study
+    attempt: Mapped[int] = mapped_column(Integer)  # the driver attempt it was to start (StudyAttempt.number)
+    failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str] = mapped_column(Text)  # what the cluster said (or that it did not answer)
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Trial(Base):

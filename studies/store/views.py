@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, overload
 
-from studies.store.tables import Study, StudyAttempt, Trial
+from studies.store.tables import Study, StudyAttempt, StudySubmitFailure, Trial
 
-__all__ = ["AttemptView", "StudyProgress", "StudyView", "TrialView"]
+__all__ = ["AttemptView", "StudyProgress", "StudyView", "SubmitFailureView", "TrialView"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class StudyProgress:
     @property
     def done(self) -> int:
         """Trials that finished, whatever the outcome; never more than planned (a guard: lost trials, the
-        one known way to record a planned trial twice, are already left out)."""
+        one known way to record a planned trial twice, are already left out). It never falls while a study
+        runs or resumes: a resumed experiment that starts an ended trial again leaves its stored outcome
+        until it ends again (studies.store.record_trial)."""
         return min(self.planned, self.succeeded + self.failed + self.cancelled)
 
     @property
@@ -62,6 +64,27 @@ class AttemptView:
 
 
 @dataclass(frozen=True)
+class SubmitFailureView:
+    """A submission of the study's driver (its attempt `attempt`) that the cluster refused or did not answer."""
+
+    number: int
+    attempt: int
+    failed_at: datetime
+    error: str  # the cluster's words
+    retry_at: datetime | None  # when the reconcile loop tries again; None: it gave up (the study failed)
+
+    @classmethod
+    def from_row(cls, row: StudySubmitFailure) -> SubmitFailureView:
+        return cls(
+            number=row.number,
+            attempt=row.attempt,
+            failed_at=_aware(row.failed_at),
+            error=row.error,
+            retry_at=_aware(row.retry_at),
+        )
+
+
+@dataclass(frozen=True)
 class StudyView:
     id: str
     name: str
@@ -81,10 +104,22 @@ class StudyView:
     progress: StudyProgress
     attempts: tuple[AttemptView, ...] = ()  # oldest first; the last one is the current driver
     mlflow_closed_at: datetime | None = None
+    submit_failures: tuple[SubmitFailureView, ...] = ()  # oldest first
 
     @property
     def current_attempt(self) -> AttemptView | None:
         return self.attempts[-1] if self.attempts else None
+
+    @property
+    def unsubmitted_failures(self) -> tuple[SubmitFailureView, ...]:
+        """The failed submissions of a driver attempt that is not running yet (none once it was submitted):
+        what keeps the study waiting now."""
+        submitted = {attempt.number for attempt in self.attempts}
+        pending = [f for f in self.submit_failures if f.attempt not in submitted]
+        if not pending:
+            return ()
+        latest = pending[-1].attempt
+        return tuple(f for f in pending if f.attempt == latest)
 
     @classmethod
     def from_row(cls, row: Study, progress: StudyProgress) -> StudyView:
@@ -107,6 +142,7 @@ class StudyView:
             progress=progress,
             attempts=tuple(AttemptView.from_row(a) for a in row.attempts),
             mlflow_closed_at=_aware(row.mlflow_closed_at),
+            submit_failures=tuple(SubmitFailureView.from_row(f) for f in row.submit_failures),
         )
 
 

@@ -8,26 +8,38 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from service.api.mlflow_links import mlflow_ui_url
-from studies.store import AttemptView, StudyView, TrialView
+from studies.store import AttemptView, StudyView, SubmitFailureView, TrialView
 from studies.tables.sequential import SequentialSummary
 
 __all__ = [
     "AttemptOut",
     "ProgressOut",
+    "ReadinessCheckOut",
     "ReadinessOut",
     "StudyLinks",
     "StudyOut",
+    "SubmitFailureOut",
     "TrialEpochOut",
     "TrialHistoryOut",
     "TrialOut",
 ]
 
 
+class ReadinessCheckOut(BaseModel, extra="allow"):
+    """One part a study needs; besides these, what the check found (url, backend, free_mb, ...)."""
+
+    ready: bool
+    detail: str  # what answered, or what is not ready and why
+    reachable: bool | None = None  # answers at all (database, mlflow, ray); ready asks more of it
+
+
 class ReadinessOut(BaseModel):
     status: str  # ready | not ready
-    database: dict[str, Any]  # {"reachable": bool, "backend": str, "detail"?: str}
-    ray: dict[str, Any]  # {"reachable": bool, "url": str, "status_code"? | "detail"?}
-    mlflow: dict[str, Any]
+    not_ready: list[str]  # one line per part that is not ready: "ray: <why>"
+    database: ReadinessCheckOut  # takes a write (a rolled-back one)
+    disk: ReadinessCheckOut  # the data dir's filesystem: writable, NORMLAB_MIN_FREE_DISK_MB free
+    mlflow: ReadinessCheckOut  # the tracking server answers /health
+    ray: ReadinessCheckOut  # the job server takes jobs (a probe its job agent refuses)
 
 
 class ProgressOut(BaseModel):
@@ -68,6 +80,21 @@ class AttemptOut(BaseModel):
         return cls.model_validate(attempt, from_attributes=True)
 
 
+class SubmitFailureOut(BaseModel):
+    """A submission of the study's driver that Ray refused or did not answer. The same attempt is tried again
+    at `retry_at` (the wait doubles per failure); after NORMLAB_MAX_SUBMIT_FAILURES the study fails."""
+
+    number: int  # 1, 2, ... per study
+    attempt: int  # the driver attempt it was to start
+    failed_at: datetime
+    error: str  # what Ray said, or that it did not answer
+    retry_at: datetime | None  # null: not tried again (the study failed with this error)
+
+    @classmethod
+    def from_view(cls, failure: SubmitFailureView) -> SubmitFailureOut:
+        return cls.model_validate(failure, from_attributes=True)
+
+
 class StudyOut(BaseModel):
     id: str
     name: str
@@ -81,6 +108,7 @@ class StudyOut(BaseModel):
     finished_at: datetime | None
     ray_job_id: str | None  # the current attempt's job
     attempts: list[AttemptOut]  # the driver's attempts, oldest first
+    submit_failures: list[SubmitFailureOut]  # submissions Ray did not take, oldest first
     mlflow_experiment_id: str | None
     mlflow_parent_run_id: str | None
     progress: ProgressOut

@@ -9,20 +9,16 @@ fuzzing), so a run is repeatable and bounded.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import schemathesis
-import yaml
 from hypothesis import HealthCheck, settings
 from schemathesis import Case
+from schemathesis.checks import not_a_server_error
 
-from service.api.app import create_app
-from service.settings import Settings
 from studies.spec import StudySpec
-from studies.store import list_studies, record_trial, session_scope
-from tests.factories import QUICK_SPEC_YAML
-from tests.service.conftest import API_TOKEN, AUTH
+from studies.store import list_studies, session_scope
+from tests.service.api.schema_cases import openapi_document, seed_study
+from tests.service.conftest import AUTH
 
 MAX_EXAMPLES = 25  # per operation and phase
 
@@ -51,43 +47,13 @@ CONFIG = schemathesis.Config.from_dict(
 @pytest.fixture
 def seeded_app(app, client):
     """The app with one study and its final-phase trials, so reads and the results table have data."""
-    response = client.post(
-        "/studies",
-        content=json.dumps(yaml.safe_load(QUICK_SPEC_YAML)),
-        headers={"Content-Type": "application/json", **AUTH},
-    )
-    assert response.status_code == 201, response.text
-    study_id = response.json()["id"]
-    with session_scope(app.state.engine) as session:
-        for method in ("autonorm_s", "frozen_ln", "dyt"):
-            for seed in (0, 1, 2):
-                record_trial(
-                    session,
-                    study_id=study_id,
-                    trial_key=f"{study_id}-final-{method}-{seed}",
-                    phase="final",
-                    method=method,
-                    config={"method": method, "seed": seed},
-                    seed=seed,
-                    status="succeeded",
-                    metrics={"test_accuracy": 0.9 + seed / 100},
-                    metric_value=0.9 + seed / 100,
-                    mlflow_run_id=None,
-                )
+    seed_study(app, client)
     return app
-
-
-def _openapi_document() -> dict:
-    """The document the app serves; building the app touches no database (nothing migrates or connects)."""
-    settings = Settings(
-        _env_file=None, database_url="sqlite://", auto_migrate=False, api_token=API_TOKEN, ray_address=None
-    )
-    return create_app(settings=settings, dispatcher=None).openapi()
 
 
 # Loaded once at import (schemathesis' fixture-based loader does not run on pytest 9); each case is sent
 # to the test's own app, on a fresh database (SQLite, and PostgreSQL where that server runs).
-schema = schemathesis.openapi.from_dict(_openapi_document(), config=CONFIG)
+schema = schemathesis.openapi.from_dict(openapi_document(), config=CONFIG)
 
 
 def _stored_studies(app) -> list:
@@ -119,7 +85,12 @@ def test_every_operation_answers_as_documented_and_keeps_stored_studies_valid(ca
         assert "detail" in anonymous.json()
         assert len(_stored_studies(seeded_app)) == before
 
-    case.call_and_validate(headers=AUTH)
+    # /readyz answers its documented 503 under these settings (they point at no Ray or MLflow): that is
+    # the readiness check working, not a server error; its body is still checked against the schema.
+    not_ready_is_an_answer = case.operation.path == "/readyz"
+    case.call_and_validate(
+        headers=AUTH, excluded_checks=[not_a_server_error] if not_ready_is_an_answer else None
+    )
 
     for study in _stored_studies(seeded_app):
         StudySpec.model_validate(study.spec)  # raises if a request stored something that no longer validates

@@ -165,10 +165,12 @@ def test_studies_beyond_the_running_limit_wait_in_submission_order(engine, recon
     assert _study(engine, second).status == "running"
 
 
-def test_an_unreachable_cluster_leaves_the_study_queued(engine, reconciler_for):
+def test_an_unreachable_cluster_leaves_the_study_queued_with_the_failed_submission(engine, reconciler_for):
     study_id = _new_study(engine)
     reconciler_for(FakeDispatcher(reachable=False)).tick()
-    assert _study(engine, study_id).status == "queued"
+    study = _study(engine, study_id)
+    assert study.status == "queued"
+    assert [(f.attempt, f.error) for f in study.submit_failures] == [(1, "cluster down")]
 
 
 # ----------------------------------------------------------------------------------------- dead drivers
@@ -295,7 +297,7 @@ def test_a_resubmission_the_cluster_refused_is_retried_without_recording_the_dea
 ):
     study_id = _new_study(engine)
     dispatcher = FakeDispatcher()
-    reconciler = reconciler_for(dispatcher)
+    reconciler = reconciler_for(dispatcher, submit_backoff_s=0)  # retried at the next tick
     reconciler.tick()
     _kill_driver(dispatcher, engine, study_id)
 

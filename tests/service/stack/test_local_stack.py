@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import random
 import shutil
 import time
 import uuid
@@ -21,7 +20,7 @@ from rich.console import Console
 from service.settings import Settings
 from service.stack.launcher import LocalStack, Origin, local_stack, startup_banner
 from service.stack.probe import StackUnavailableError
-from service.stack.processes import free_port, http_ok, wait_until
+from service.stack.processes import free_port, free_port_range, http_ok, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def stack_settings(tmp_path_factory) -> Iterator[Settings]:
     ray_temp = Path("/tmp") / f"nl-stack-{uuid.uuid4().hex[:6]}"  # unix socket paths stay short
-    worker_base = random.randint(20000, 31000)  # below the ephemeral range free_port() draws from
+    worker_base = free_port_range(201)  # below the ephemeral range free_port() draws from
     yield Settings(
         _env_file=None,
         data_dir=tmp_path_factory.mktemp("stack"),
@@ -42,6 +41,12 @@ def stack_settings(tmp_path_factory) -> Iterator[Settings]:
         ray_gcs_port=free_port(),
         ray_dashboard_port=free_port(),
         ray_dashboard_agent_listen_port=free_port(),
+        ray_dashboard_agent_grpc_port=free_port(),
+        ray_node_manager_port=free_port(),
+        ray_object_manager_port=free_port(),
+        ray_metrics_export_port=free_port(),
+        ray_runtime_env_agent_port=free_port(),
+        ray_dashboard_metrics_port=free_port(),
         ray_client_server_port=free_port(),
         ray_min_worker_port=worker_base,
         ray_max_worker_port=worker_base + 200,
@@ -205,3 +210,24 @@ def test_a_running_head_that_refuses_the_token_is_not_replaced_and_the_error_nam
             pass
         assert "not-the-cluster-token" not in str(refused.value)
         assert stack_settings.ray_dashboard_url in str(refused.value)
+
+
+def test_readiness_asks_the_real_heads_job_agent_and_starts_no_job(stack, stack_settings):
+    from ray.job_submission import JobSubmissionClient
+
+    from service.orchestration.dispatcher import PROBE_SUBMISSION_ID
+    from service.orchestration.readiness import ReadinessChecker
+    from studies.store import make_engine, upgrade_database
+
+    upgrade_database(str(stack_settings.database_url))
+    engine = make_engine(str(stack_settings.database_url))
+    try:
+        readiness = ReadinessChecker(stack_settings, engine, stack.dispatcher).check()
+    finally:
+        engine.dispose()
+    assert readiness.ready, readiness.problems()
+    assert readiness.ray.detail.endswith("takes jobs (its job agent answered)")  # not the weaker "answers"
+    client = JobSubmissionClient(
+        stack_settings.ray_dashboard_url, headers={"Authorization": f"Bearer {stack.ray_token}"}
+    )
+    assert PROBE_SUBMISSION_ID not in {job.submission_id for job in client.list_jobs()}

@@ -13,16 +13,43 @@ import pytest
 from rich.console import Console
 
 import service.stack.launcher as launcher
+from service.orchestration.readiness import Check, Readiness
 from service.settings import Settings
 from service.stack.launcher import Origin, startup_banner
 from service.stack.stop_signals import StopSignals
 from tests.service.conftest import FakeDispatcher
 
 
-def _banner_text(settings: Settings, *, mlflow: Origin = Origin.STARTED, ray: Origin = Origin.STARTED) -> str:
+def _banner_text(
+    settings: Settings,
+    *,
+    mlflow: Origin = Origin.STARTED,
+    ray: Origin = Origin.STARTED,
+    readiness: Readiness | None = None,
+) -> str:
     console = Console(record=True, width=250)
-    console.print(startup_banner(settings, mlflow=mlflow, ray=ray))
+    console.print(startup_banner(settings, mlflow=mlflow, ray=ray, readiness=readiness))
     return console.export_text()
+
+
+def _readiness(ray: Check | None = None, disk: Check | None = None) -> Readiness:
+    fine = Check(True, "fine")
+    return Readiness(database=fine, disk=disk or fine, mlflow=fine, ray=ray or fine)
+
+
+def test_a_stack_that_can_run_a_study_says_it_is_ready(tmp_path):
+    text = _banner_text(Settings(_env_file=None, data_dir=tmp_path), readiness=_readiness())
+    assert "Ready      yes: a study can run now" in text and "NOT READY" not in text
+
+
+def test_a_stack_that_cannot_run_a_study_says_what_is_not_ready_and_why(tmp_path):
+    no_agent = "the Ray job server at http://127.0.0.1:8265 takes no job (HTTP 500: No available agent [x])"
+    readiness = _readiness(ray=Check(False, no_agent), disk=Check(False, "/data has 12 MB free"))
+    lines = _banner_text(Settings(_env_file=None, data_dir=tmp_path), readiness=readiness).splitlines()
+    start = next(i for i, line in enumerate(lines) if "NOT READY" in line)
+    assert "studies queue until this is fixed" in lines[start]
+    assert "- disk: /data has 12 MB free" in lines[start + 1]
+    assert f"- ray: {no_agent}" in lines[start + 2]  # Ray's words as they are, brackets included
 
 
 def test_a_token_from_the_environment_is_not_shown_only_where_it_comes_from(tmp_path):
@@ -115,9 +142,10 @@ def _start_output(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> str:
 def test_the_first_lines_of_a_start_are_the_banner_not_alembics_migration_log(monkeypatch, tmp_path):
     settings = Settings(_env_file=None, data_dir=tmp_path, api_token="t", log_level="info", trial_hosts=False)
     output = _start_output(monkeypatch, settings)
-    before_banner, banner, _ = output.partition("NormLab is running")
+    before_banner, banner, after = output.partition("NormLab is running")
     assert banner, output
     assert "alembic" not in before_banner.lower(), before_banner
+    assert "Ready      yes" in after or "NOT READY" in after  # the readiness /readyz gives, checked at start
     assert (tmp_path / "normlab.db").exists()  # the migrations did run
 
 

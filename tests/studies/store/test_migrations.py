@@ -25,8 +25,16 @@ def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url
             revision = MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
-    assert {"studies", "study_attempts", "study_looks", "trials", "trial_epochs", "alembic_version"} <= tables
-    assert revision == "0005"
+    assert {
+        "studies",
+        "study_attempts",
+        "study_looks",
+        "study_submit_failures",
+        "trials",
+        "trial_epochs",
+        "alembic_version",
+    } <= tables
+    assert revision == "0006"
 
 
 def test_upgrading_twice_is_harmless(database_url):
