@@ -14,6 +14,9 @@ that never ends.
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -24,10 +27,79 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp
 
-__all__ = ["ApiServer", "api_config"]
+__all__ = ["MAX_REQUEST_HEAD_BYTES", "ApiServer", "api_config"]
+
+log = logging.getLogger(__name__)
 
 _AFTER_GRACE_S = 1.0  # past uvicorn's graceful period: its cancelling of requests, the app's shutdown
 _POLL_S = 0.1
+# A request line and headers larger than this (give or take _HEAD_SLICE) are answered 431. Browsers and
+# curl send under 8 KiB; a larger head is a mistake or an attack on the server's memory.
+MAX_REQUEST_HEAD_BYTES = 16 * 1024
+# h11 measures only a head it has not yet seen the end of: one read (up to 256 KiB) holding a whole head
+# would pass. Fed in slices of this size while a head is awaited, h11 sees every head grow past the limit.
+_HEAD_SLICE = 4096
+# After a 431, what the client still sends is read and dropped for at most this long and this much, then
+# the connection is closed. Closed at once with the rest unread, the socket would reset, and a client
+# still sending its headers would see the reset, never the answer.
+_DRAIN_S = 2.0
+_DRAIN_BYTES = 8 * 1024 * 1024
+
+
+@functools.cache
+def _head_limited_h11() -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, except that a request head larger than the limit is a 431 (uvicorn says 400
+    and closes at once) with the API's JSON error body, followed by a lingering close (_DRAIN_S)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadLimitedH11Protocol(H11Protocol):
+        _draining = False
+        _drained = 0
+
+        def data_received(self, data: bytes) -> None:
+            if self._draining:
+                self._drained += len(data)
+                if self._drained > _DRAIN_BYTES:
+                    self.transport.close()
+                return
+            while len(data) > _HEAD_SLICE and self.conn.their_state is h11.IDLE:
+                super().data_received(data[:_HEAD_SLICE])
+                data = data[_HEAD_SLICE:]
+                if self._draining or self.transport.is_closing():
+                    return
+            super().data_received(data)
+
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn calls this for every request h11 refuses; h11 refuses an incomplete head once its
+            # buffer passes the limit, so a buffer that large means the head was too large.
+            if len(self.conn.trailing_data[0]) <= MAX_REQUEST_HEAD_BYTES:
+                super().send_400_response(msg)
+                return
+            log.warning("a request head larger than %d bytes: answered 431", MAX_REQUEST_HEAD_BYTES)
+            body = json.dumps(
+                {
+                    "detail": f"the request line and headers are larger than {MAX_REQUEST_HEAD_BYTES} "
+                    "bytes; send smaller headers (a bearer token and a content type need far less)"
+                }
+            ).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (
+                h11.Response(status_code=431, headers=headers, reason=b"Request Header Fields Too Large"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event) or b"")
+            self._draining = True
+            if self.transport.can_write_eof():
+                self.transport.write_eof()  # the answer, then end of stream: the client reads both
+            self.loop.call_later(_DRAIN_S, self.transport.close)
+
+    return HeadLimitedH11Protocol
 
 
 def api_config(app: ASGIApp, settings: Settings, *, grace_s: int, access_log: bool) -> uvicorn.Config:
@@ -42,8 +114,8 @@ def api_config(app: ASGIApp, settings: Settings, *, grace_s: int, access_log: bo
         access_log=access_log,
         loop="asyncio",  # the loop ApiServer runs it on (asyncio.run)
         # The protocol these limits are set (and service.api.body_timeout is tested) for, whatever else is
-        # installed: httptools has no limit on the size of a request's head.
-        http="h11",
+        # installed: httptools has no limit on the size of a request's head. Its head limit is a 431.
+        http=_head_limited_h11(),
         timeout_graceful_shutdown=grace_s,
         # An idle connection between two requests is closed after this long (uvicorn has no such limit
         # for a request body in progress: service.api.body_timeout is that one).
@@ -51,7 +123,7 @@ def api_config(app: ASGIApp, settings: Settings, *, grace_s: int, access_log: bo
         # Past this many open connections and requests, a new request is answered 503 at once: a flood
         # cannot take every file descriptor of the process.
         limit_concurrency=settings.api_max_connections,
-        h11_max_incomplete_event_size=16 * 1024,  # a request line and headers larger than this get a 400
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # a larger request head gets a 431
         server_header=False,  # no `server: uvicorn` to tell a scanner what runs here
     )
 

@@ -52,6 +52,23 @@ _SpecYamlLoader.add_implicit_resolver(
 )
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when a key repeats: json.loads would keep the last value silently (`epochs`
+    1 then 400 stored 400), where YAML (_SpecYamlLoader) refuses the same spec."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            # The mapping's other keys say where it is (JSON's parser gives no position to this hook).
+            others = [repr(k) for k in data if k != key]
+            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+            where = f"the mapping that also holds {shown}" if others else "a mapping"
+            raise SpecFormatError(
+                f"the spec is not valid JSON: duplicate key {key!r} in {where}; a key may appear once"
+            )
+        data[key] = value
+    return data
+
+
 def _media_type(content_type: str | None) -> str | None:
     if content_type is None:
         return None
@@ -94,7 +111,11 @@ def parse_spec_text(text: str, content_type: str | None = None) -> dict[str, Any
             f"unsupported content type '{media}': send the spec as application/json or application/yaml"
         )
     try:
-        data = json.loads(text) if is_json else yaml.load(text, Loader=_SpecYamlLoader)
+        data = (
+            json.loads(text, object_pairs_hook=_unique_keys)
+            if is_json
+            else yaml.load(text, Loader=_SpecYamlLoader)
+        )
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecFormatError(f"the spec is not valid {'JSON' if is_json else 'YAML'}: {exc}") from exc
     if not is_json and _expanded_size(data, {}, set()) > MAX_EXPANDED_NODES:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.orm import Session
+
+from studies.store.errors import StoreError
 
 __all__ = [
     "POOL_CAPACITY",
     "READ_ONLY_OPTION",
+    "DatabaseCorruptError",
+    "is_corrupt_sqlite_error",
     "make_engine",
     "normalize_database_url",
     "read_only",
@@ -27,6 +32,34 @@ POOL_MAX_OVERFLOW = 10
 POOL_CAPACITY = POOL_SIZE + POOL_MAX_OVERFLOW
 # Execution option marking a read-only unit of work; the SQLite "begin" hook reads it off the connection.
 READ_ONLY_OPTION = "normlab_read_only"
+# SQLite's primary result codes for a file it cannot read as a database: SQLITE_CORRUPT (a damaged page)
+# and SQLITE_NOTADB (no SQLite header at all: garbage, an empty or half-copied file).
+_SQLITE_CORRUPT_CODES = frozenset({11, 26})
+_SQLITE_CORRUPT_WORDS = ("file is not a database", "database disk image is malformed")
+
+
+class DatabaseCorruptError(StoreError):
+    """The SQLite file is not a database SQLite can read. Raised in place of SQLite's own error, which
+    otherwise surfaces hundreds of lines deep in a migration's traceback without naming the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"the database file {path} is damaged or not an SQLite database ({reason}): stop NormLab, move "
+            f"it aside with its -wal and -shm files (mv {path} {path}.corrupt) to start with an empty store, "
+            "or put a backup in its place, then start again"
+        )
+        self.path = path
+        self.reason = reason
+
+
+def is_corrupt_sqlite_error(error: BaseException | None) -> bool:
+    """Whether `error` is SQLite saying its file is no database it can read."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+: the extended code
+    if code is not None:
+        return code & 0xFF in _SQLITE_CORRUPT_CODES
+    return any(words in str(error) for words in _SQLITE_CORRUPT_WORDS)
 
 
 def normalize_database_url(database_url: str) -> str:
@@ -68,6 +101,14 @@ def make_engine(database_url: str, *, echo: bool = False) -> Engine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
+
+    @event.listens_for(engine, "handle_error")
+    def _corrupt_file(context: ExceptionContext) -> None:
+        # Every statement and every new connection (the pragmas above run first, so a file with no SQLite
+        # header fails here at once) of the API, the drivers and the migrations goes through this engine.
+        if is_corrupt_sqlite_error(context.original_exception):
+            path = str(Path(url.database or "").expanduser().resolve())
+            raise DatabaseCorruptError(path, str(context.original_exception)) from context.original_exception
 
     @event.listens_for(engine, "begin")
     def _begin(connection) -> None:

@@ -32,6 +32,24 @@ def test_duplicate_yaml_keys_are_an_error():
 
 
 @pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            '{"name": "a", "dataset": "digits", "name": "b"}',
+            "key 'name' in the mapping that also holds 'dataset'",
+        ),
+        # Nested: json.loads would keep the last value (epochs 400) without a word.
+        ('{"name": "a", "budget": {"epochs": 1, "batch_size": 8, "epochs": 400}}', "holds 'batch_size'"),
+        ('{"name": "a", "search": {"lr": {"low": 1, "low": 2}}}', "duplicate key 'low' in a mapping"),
+    ],
+)
+def test_duplicate_json_keys_are_an_error_as_in_yaml(text, fragment):
+    with pytest.raises(SpecFormatError, match="not valid JSON: duplicate key") as raised:
+        parse_spec_text(text, "application/json")
+    assert fragment in str(raised.value)
+
+
+@pytest.mark.parametrize(
     ("text", "content_type", "fragment"),
     [
         ("[1, 2]", "application/json", "mapping of fields"),

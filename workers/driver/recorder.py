@@ -24,6 +24,8 @@ from studies.store import (
     session_scope,
 )
 from studies.trial_config import ORCHESTRATION_KEYS, PER_SEED, Key
+from workers.driver.trial_errors import describe_trial_error, trial_error_text
+from workers.tracking.runs import tag_trial_error
 from workers.tracking.tracker import find_trial_run
 from workers.training.config import RESUME_INSENSITIVE_FIELDS
 from workers.trials.keys import flatten_trial_config, seed_trial_keys
@@ -168,12 +170,8 @@ class TrialRecorder(Callback):
         self._record(trial, status=TrialStatus.SUCCEEDED, error=None)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        error = trial.get_error()
-        self._record(
-            trial,
-            status=TrialStatus.FAILED,
-            error=str(error) if error else "trial failed (no error recorded)",
-        )
+        # Type, message and the trace's last lines, from the error file Tune has just written.
+        self._record(trial, status=TrialStatus.FAILED, error=describe_trial_error(trial_error_text(trial)))
 
     def _record(self, trial, *, status: TrialStatus, error: str | None) -> None:
         config = flatten_trial_config(trial.config)
@@ -187,6 +185,7 @@ class TrialRecorder(Callback):
                 seed_status, seed_error = TrialStatus.FAILED, f"trial finished without reporting {metric_key}"
             scientific = {k: v for k, v in config.items() if k not in _NOT_SCIENTIFIC}
             scientific[Key.SEED] = seed
+            run_id = self._mlflow_run_id(key) if seed_status != TrialStatus.RUNNING else None
             try:
                 with session_scope(self.engine) as session:
                     record_trial(
@@ -200,14 +199,14 @@ class TrialRecorder(Callback):
                         status=seed_status,
                         metrics=metrics,
                         metric_value=value,
-                        mlflow_run_id=self._mlflow_run_id(key)
-                        if seed_status != TrialStatus.RUNNING
-                        else None,
+                        mlflow_run_id=run_id,
                         error=seed_error,
                         group=config.get(Key.GROUP),
                     )
             except Exception:  # the DB being briefly locked must not kill the sweep; Tune carries on
                 log.exception("could not record trial %s", key)
+            if seed_status == TrialStatus.FAILED and seed_error and run_id is not None:
+                self._tag_error(run_id, key, seed_error)
 
     def _fill_run_id(self, study_id: str, trial_key: str) -> None:
         """Give the trial's row its MLflow run id at its first epoch (once per trial and driver: one lookup,
@@ -223,6 +222,15 @@ class TrialRecorder(Callback):
                 fill_trial_mlflow_run(session, study_id=study_id, trial_key=trial_key, mlflow_run_id=run_id)
         except Exception:
             log.exception("could not record the MLflow run of trial %s", trial_key)
+
+    def _tag_error(self, run_id: str, trial_key: str, error: str) -> None:
+        """The trial's error on its MLflow run too (best-effort: the row is what the API serves)."""
+        if self.mlflow is None:
+            return
+        try:
+            tag_trial_error(self.mlflow, run_id, error)
+        except Exception as exc:
+            log.warning("could not tag the MLflow run of %s with its error: %s", trial_key, exc)
 
     def _metric_key(self, phase: str) -> str:
         return self.metric_key if isinstance(self.metric_key, str) else self.metric_key[phase]

@@ -20,6 +20,7 @@ from workers.tracking.deadline import call_with_deadline
 from workers.tracking.spool import TrialRunIdentity
 
 __all__ = [
+    "ERROR_TAG",
     "LOOKUP_TIMEOUT_S",
     "MAX_METRICS_PER_BATCH",
     "MAX_PARAMS_PER_BATCH",
@@ -33,6 +34,7 @@ __all__ = [
     "history_metrics",
     "is_number",
     "log_missing_params",
+    "tag_trial_error",
     "trial_params",
     "trial_run_identity",
     "trial_tags",
@@ -40,6 +42,10 @@ __all__ = [
 
 TRIAL_KEY_TAG = "normlab.trial_key"
 PARENT_RUN_TAG = "mlflow.parentRunId"
+# A failed trial's error (`<Type>: <message>`, then the last lines of its trace), as its database row holds
+# it: the MLflow UI shows why a run FAILED without the Ray job's log.
+ERROR_TAG = "normlab.error"
+MAX_TAG_VALUE_LENGTH = 8000  # MLflow refuses a longer tag value
 # MLflow's per-request limits (log_batch) and the param value length limit.
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
@@ -184,6 +190,12 @@ def finalize_trial_run(
     if run.info.status == "RUNNING":
         client.set_terminated(run_id, status=status)
     return run_id
+
+
+def tag_trial_error(client: MlflowClient, run_id: str, error: str) -> None:
+    """Tag a failed trial's run with its error, the end cut where MLflow's limit would refuse it whole (the
+    headline comes first, so it stays)."""
+    client.set_tag(run_id, ERROR_TAG, error[:MAX_TAG_VALUE_LENGTH])
 
 
 def is_number(value: Any) -> bool:

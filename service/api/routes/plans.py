@@ -11,14 +11,13 @@ from __future__ import annotations
 import glob
 import os
 from functools import partial
-from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
 
 from service.api.deps import AuthDep, DatabaseDep, SettingsDep
 from service.api.errors import error_responses
-from service.api.routes.spec_body import read_spec
+from service.api.routes.spec_body import read_spec, spec_request_body
 from service.settings import Settings
 from studies.planning import Cluster, StudyPlan, plan_study, read_history
 
@@ -26,16 +25,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 
-_SPEC_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "description": "A StudySpec as JSON or YAML, as POST /studies takes it (see studies/examples/).",
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/StudySpec"}},
-            "application/yaml": {"schema": {"type": "string"}},
-        },
-    }
-}
+_SPEC_BODY = spec_request_body(
+    "A StudySpec as JSON or YAML, as POST /studies takes it (see studies/examples/)."
+)
 
 
 def _cluster(settings: Settings) -> Cluster:
@@ -66,5 +58,5 @@ async def plan(request: Request, database: DatabaseDep, settings: SettingsDep) -
     spec = await read_spec(request, settings)
     history = await database.read(partial(read_history, spec=spec))
     return await anyio.to_thread.run_sync(
-        partial(plan_study, spec, history=history, cluster=_cluster(settings))
+        partial(plan_study, spec, history=history, cluster=_cluster(settings), limits=settings.study_limits)
     )

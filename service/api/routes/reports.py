@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
 from service.api.reports import study_report
-from service.api.routes.text import StorableText
+from service.api.routes.text import NamedText, StorableText
 from studies.report import StudyReport
 
 __all__ = ["router"]
@@ -36,7 +36,7 @@ async def read_report(
     database: DatabaseDep,
     settings: SettingsDep,
     format: Literal["json", "md", "html"] = "json",
-    claim: StorableText | None = None,
+    claim: NamedText | None = None,
 ) -> Response:
     """`claim` judges the study against another claim it serves (one that shares the spec's claim's
     study, e.g. vision_gates_collapse_to_ln on the CIFAR-10 study); default: the spec's own claim."""

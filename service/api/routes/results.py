@@ -8,7 +8,11 @@ rendering, CPU work, run after it in a worker thread that holds no connection.
 
 A sequential study's comparisons show the repeated intervals and stage-wise p-values of its stored looks,
 and the JSON adds a `sequential` block, {study id: its summary}, for the sequential studies it covers
-(studies.store.results_sequential); a table of fixed-seed studies is as it always was."""
+(studies.store.results_sequential); a table of fixed-seed studies is as it always was.
+
+The JSON's `studies` states each shown study's completeness (planned and recorded final or grid trials, the
+missing ones by name, tuning trials per method, a reason), and `passed_over` the newer incomplete studies a
+request without `study` skipped for the newest complete one (studies.store.completeness)."""
 
 from __future__ import annotations
 
@@ -69,16 +73,18 @@ async def read_results(
     metric: Annotated[
         str | None,
         Query(
+            min_length=1,  # empty names no metric: leave it out for the primary one
             description="a key of the trials' metrics with a known better direction (e.g. "
-            "test_accuracy_corruption_mean, train_loss); default: the dataset's primary metric"
+            "test_accuracy_corruption_mean, train_loss); default: the dataset's primary metric",
         ),
     ] = None,
     reference: Annotated[
         str | None,
         Query(
+            min_length=1,
             description="reference row: a method of the table, or a row label (`method [grid point]`) where "
             "the method has several rows; one that picks no single row is a 422 naming the rows; default: "
-            "the study's reference"
+            "the study's reference",
         ),
     ] = None,
     confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
@@ -158,7 +164,15 @@ def _render(
         run_links = mlflow_run_links(chosen, mlflow_tracking_uri)
         return HTMLResponse(to_html(table, evidence=evidence, run_links=run_links, tuning=tuning))
     return JSONResponse(
-        {**table.to_json(), "evidence": evidence.to_json(), "tuning": [views.to_json() for views in tuning]}
+        {
+            **table.to_json(),
+            "evidence": evidence.to_json(),
+            "tuning": [views.to_json() for views in tuning],
+            # Whether each shown study holds every trial it planned, and the newer incomplete studies the
+            # default choice passed over (service.api.results): an incomplete table says so.
+            "studies": [c.to_json() for c in chosen.completeness],
+            "passed_over": [c.to_json() for c in chosen.passed_over],
+        }
     )
 
 

@@ -19,12 +19,27 @@ from service.api.routes.text import text_problem
 from service.settings import Settings
 from studies.spec import SpecFormatError, StudySpec, UnsupportedContentTypeError, parse_spec_text
 
-__all__ = ["MAX_SPEC_DEPTH", "json_problems", "read_spec"]
+__all__ = ["MAX_SPEC_DEPTH", "json_problems", "read_spec", "spec_request_body"]
 
 # A real spec nests about five deep (method_search -> method -> knob -> values -> item); far deeper
 # nesting is an attack on the parsers' recursion, not a study.
 MAX_SPEC_DEPTH = 32
 _MAX_PROBLEMS = 20  # enough to fix a spec in one go, bounded so the 422 stays small
+
+
+def spec_request_body(description: str) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads a spec with read_spec. Its YAML is described by
+    the same StudySpec schema as its JSON (an OpenAPI schema describes the parsed document, whatever
+    its media type): a YAML body that is not a mapping of spec fields is not a valid request, as the
+    parser's 422 says, so the document and the validator agree."""
+    spec = {"schema": {"$ref": "#/components/schemas/StudySpec"}}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"application/json": spec, "application/yaml": spec},
+        }
+    }
 
 
 async def read_spec(request: Request, settings: Settings) -> StudySpec:

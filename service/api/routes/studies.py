@@ -20,7 +20,7 @@ from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, Set
 from service.api.errors import error_responses
 from service.api.routes.choices import KnownDataset
 from service.api.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
-from service.api.routes.spec_body import read_spec
+from service.api.routes.spec_body import read_spec, spec_request_body
 from service.api.routes.text import StorableText
 from service.orchestration import cancel as studies_service
 from studies.spec import StudySpec
@@ -44,16 +44,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
-_SPEC_BODY = {
-    "requestBody": {
-        "required": True,
-        "description": "A StudySpec as JSON or YAML (see studies/examples/).",
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/StudySpec"}},
-            "application/yaml": {"schema": {"type": "string"}},
-        },
-    }
-}
+_SPEC_BODY = spec_request_body("A StudySpec as JSON or YAML (see studies/examples/).")
 
 
 _REPLAYED_HEADER = "Idempotent-Replayed"
@@ -99,7 +90,7 @@ async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     response_model=StudyOut,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
-    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422, 503)},
+    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422, 503, 507)},
     summary="Submit a study (stored as queued; the background loop starts it)",
 )
 async def submit_study(
@@ -202,7 +193,7 @@ async def read_trial_history(
     "/{study_id}/cancel",
     response_model=StudyOut,
     dependencies=[AuthDep],
-    responses=error_responses(401, 404, 409, 503),
+    responses=error_responses(401, 404, 409, 503, 507),
     summary="Cancel a study: a queued one at once, a running one by stopping its Ray job",
 )
 def cancel_study(

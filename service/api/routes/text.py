@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, WithJsonSchema
+from pydantic import AfterValidator, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-__all__ = ["StorableText", "text_problem"]
+__all__ = ["NamedText", "StorableText", "text_problem"]
 
 
 def text_problem(text: str) -> str | None:
@@ -33,4 +33,12 @@ def _storable(text: str) -> str:
 # The documented pattern says the same to clients (lone surrogates cannot travel in a URL at all).
 StorableText = Annotated[
     str, AfterValidator(_storable), WithJsonSchema({"type": "string", "pattern": "^[^\\u0000]*$"})
+]
+# For an optional query value that names something (`?claim=`): sent, it is not empty (an empty name
+# selects nothing; leave the parameter out for the default), and the schema says so.
+NamedText = Annotated[
+    str,
+    StringConstraints(min_length=1),
+    AfterValidator(_storable),
+    WithJsonSchema({"type": "string", "minLength": 1, "pattern": "^[^\\u0000]*$"}),
 ]

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from service.api.server import ApiServer, api_config
+from service.api.server import MAX_REQUEST_HEAD_BYTES, ApiServer, api_config
 from service.settings import Settings
 from service.stack.processes import free_port, http_ok, wait_until
 from service.stack.stop_signals import StopRequested, stopped_by_signals
@@ -89,6 +89,29 @@ def test_a_hurried_stop_does_not_wait_out_the_grace_period(tmp_path, release):
     started = time.monotonic()
     server.stop(grace_s=30, hurry=hurry)
     assert time.monotonic() - started < 3
+
+
+# 100 kB arrives in one read, whole: h11 alone would parse it (it bounds only a head still incomplete).
+@pytest.mark.parametrize("header_bytes", [100_000, 1_000_000])
+def test_an_oversized_request_head_is_a_431_in_json_not_a_connection_reset(tmp_path, release, header_bytes):
+    port = free_port()
+    server = ApiServer(
+        api_config(_app(release, threading.Event()), _settings(tmp_path, port), grace_s=1, access_log=False)
+    )
+    server.start()
+    try:
+        assert wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/ok"), timeout=20, interval=0.1)
+        # Closed at once with the rest of the head unread, the socket resets and httpx raises ReadError.
+        response = httpx.get(f"http://127.0.0.1:{port}/ok", headers={"X-Big": "a" * header_bytes}, timeout=10)
+        assert response.status_code == 431
+        assert response.headers["content-type"] == "application/json"
+        assert str(MAX_REQUEST_HEAD_BYTES) in response.json()["detail"]
+        # The server is fine, and a head of a size clients send still passes.
+        assert (
+            httpx.get(f"http://127.0.0.1:{port}/ok", headers={"X-Fine": "a" * 8000}, timeout=10).text == "ok"
+        )
+    finally:
+        server.stop(grace_s=1)
 
 
 def test_a_server_that_cannot_start_ends_with_the_error_to_raise(tmp_path, release):

@@ -16,12 +16,13 @@ def document(app) -> dict:
 @pytest.mark.parametrize(
     ("method", "path", "statuses"),
     [
-        # 503 (with Retry-After): the database is busy past its queue timeout (service.api.load_shedding).
-        ("post", "/studies", {"200", "201", "401", "413", "415", "422", "503"}),
+        # 503 (with Retry-After): the database is busy past its queue timeout (service.api.load_shedding),
+        # or unreachable, read-only, damaged; 507: a write found the database's disk full.
+        ("post", "/studies", {"200", "201", "401", "413", "415", "422", "503", "507"}),
         ("get", "/studies", {"200", "422", "503"}),
         ("get", "/studies/{study_id}", {"200", "404", "422", "503"}),
         ("get", "/studies/{study_id}/trials", {"200", "404", "422", "503"}),
-        ("post", "/studies/{study_id}/cancel", {"200", "401", "404", "409", "422", "503"}),
+        ("post", "/studies/{study_id}/cancel", {"200", "401", "404", "409", "422", "503", "507"}),
         ("get", "/results/{dataset}", {"200", "404", "422", "503"}),
         ("get", "/studies/{study_id}/report", {"200", "404", "422", "503"}),
         ("get", "/readyz", {"200", "503"}),

@@ -397,6 +397,11 @@ def test_every_problem_of_a_spec_is_reported_at_once(client):
         ("{not json", "application/json", "not valid JSON"),
         ("- just\n- a list", "application/yaml", "mapping of fields"),
         ("name: a\nname: b\ndataset: digits\nmethods: [dyt]", "application/yaml", "duplicate key"),
+        (
+            '{"name": "a", "dataset": "digits", "methods": ["dyt"], "budget": {"epochs": 1, "epochs": 400}}',
+            "application/json",
+            "duplicate key 'epochs'",
+        ),
     ],
 )
 def test_unreadable_bodies_are_422_and_store_nothing(client, app_engine, body, content_type, fragment):
