@@ -4,6 +4,10 @@ stored and the metric table gives a direction for) raise the domain errors servi
 422, and a reference that names no single row of the table is a 422 at `["query", "reference"]`; the table
 and its evidence are built in studies.store.results, as the study driver builds them (a sequential study's
 comparisons from its stored looks, which the selection carries).
+
+By default the newest complete study is shown, so a newer incomplete one (running, failed, or marked
+succeeded with trials missing from the store) never hides it; the selection carries every shown study's
+completeness and the incomplete studies passed over (studies.store.completeness), which the JSON states.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
 from studies.store import StudyView, get_study, list_studies, list_trials
 from studies.store import results as study_results
+from studies.store.completeness import StudyCompleteness, read_completeness
 from studies.store.results import (
     ResultsSelection,
     select_results,
@@ -44,11 +49,12 @@ def choose_results(
     session: Session, *, dataset: str, study_ids: Sequence[str] = (), metric: str | None = None
 ) -> ResultsSelection:
     """The final-phase and grid trials to show for `dataset`: of the studies `study_ids` ([ALL_STUDIES]:
-    every study of it, oldest first; none: the newest study that has some), on `metric` (None: the
-    dataset's primary metric)."""
+    every study of it, oldest first; none: the newest complete study that has some, else the newest that
+    has some), on `metric` (None: the dataset's primary metric). The selection says whether each of its
+    studies is complete, and which newer incomplete studies the default choice passed over."""
     if dataset not in KNOWN_DATASETS:
         raise UnknownDatasetError(f"unknown dataset '{dataset}'; known datasets: {', '.join(KNOWN_DATASETS)}")
-    studies = _chosen_studies(session, dataset, list(study_ids))
+    studies, completeness, passed_over = _chosen_studies(session, dataset, list(study_ids))
     trials = [t for s in studies for t in list_trials(session, study_id=s.id, phase=list(RESULT_PHASES))]
     if not trials:
         raise NoResultsError(
@@ -61,23 +67,45 @@ def choose_results(
         comparable = [name for name in stored if (dataset, name) in METRIC_DIRECTIONS]
         if metric not in comparable:
             raise UnknownMetricError(metric, comparable, stored=metric in stored)
-    return select_results(dataset, studies, trials, metric, looks=stored_looks(session, studies))
+    return select_results(
+        dataset,
+        studies,
+        trials,
+        metric,
+        looks=stored_looks(session, studies),
+        completeness=completeness,
+        passed_over=passed_over,
+    )
 
 
-def _chosen_studies(session: Session, dataset: str, ids: list[str]) -> list[StudyView]:
-    """The named studies (all on `dataset`), every study for `all`, else the newest study with results."""
+def _chosen_studies(
+    session: Session, dataset: str, ids: list[str]
+) -> tuple[list[StudyView], list[StudyCompleteness], list[StudyCompleteness]]:
+    """(studies, their completeness, the incomplete newer studies passed over): the named studies (all on
+    `dataset`), every study for `all`, else the newest complete study with results, or the newest with
+    results where none is complete. An incomplete study (running, failed, or marked succeeded with trials
+    missing from the store) never hides a complete one by being newer."""
     if ids == [ALL_STUDIES]:
-        return list_studies(session, dataset=dataset, order="oldest")
+        chosen = list_studies(session, dataset=dataset, order="oldest")
+        return chosen, read_completeness(session, chosen), []
     if ids:
         chosen = [get_study(session, study_id=i) for i in ids]
         other = [s.id for s in chosen if s.dataset != dataset]
         if other:
             raise NoResultsError(f"study {', '.join(other)} is not a study of '{dataset}'")
-        return chosen
+        return chosen, read_completeness(session, chosen), []
+    incomplete: list[tuple[StudyView, StudyCompleteness]] = []
     for candidate in list_studies(session, dataset=dataset):
-        if list_trials(session, study_id=candidate.id, phase=list(RESULT_PHASES)):
-            return [candidate]
-    return []
+        if not list_trials(session, study_id=candidate.id, phase=list(RESULT_PHASES)):
+            continue
+        (completeness,) = read_completeness(session, [candidate])
+        if completeness.complete:
+            return [candidate], [completeness], [c for _, c in incomplete]
+        incomplete.append((candidate, completeness))
+    if incomplete:  # none is complete: the newest with results, saying so
+        study, completeness = incomplete[0]
+        return [study], [completeness], []
+    return [], [], []
 
 
 def results_table(

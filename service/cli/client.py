@@ -407,4 +407,23 @@ def render_plan(plan: Mapping[str, Any]) -> str:
     ]
     if wall["studies"]:
         lines.append(_wrap(f"  timed on: {', '.join(wall['studies'])}", "    "))
+    if plan.get("memory"):  # a plan from a server that sizes trials
+        lines.append(_wrap(_memory_line(plan["memory"])))
     return "\n".join(lines)
+
+
+def _memory_line(memory: Mapping[str, Any]) -> str:
+    """The largest trial's memory and what a trial may use, e.g. "Memory per trial: 7.93 MiB on CPU (the
+    largest, autonorm_s: 20,081 parameters, batch 64) of 16 GiB (...)"."""
+    from studies.sizing import format_bytes  # plain Python; only a plan prints it
+
+    seeds = f" x {memory['seeds_per_trial']} seeds" if memory["seeds_per_trial"] > 1 else ""
+    line = (
+        f"Memory per trial: {format_bytes(memory['bytes'])} on {memory['device'].upper()} (the largest, "
+        f"{memory['method']}: {memory['parameters']:,} parameters{seeds}, batch {memory['batch_size']})"
+    )
+    if memory["limit_bytes"] is not None:
+        share = memory["bytes"] / memory["limit_bytes"]
+        used = f"{share:.0%}" if share >= 0.01 else "under 1%"
+        line += f" of {format_bytes(memory['limit_bytes'])} ({memory['limit']}): {used} used"
+    return line

@@ -11,7 +11,8 @@ from SequentialMonitor on simulated studies. Imports neither torch nor FastAPI.
 
 Layout: `model` (the StudyPlan the API answers), `trials` (seed batches, workloads), `speedups` and
 `gpu_price` (GPU-hours), `cpu_rule` and `wall` (wall time), `history` (the store's record), `spread`,
-`fixed` (fixed-design seeds), `simulate` (the sequential design), `plan` (putting them together).
+`fixed` (fixed-design seeds), `simulate` (the sequential design), `memory` (the largest trial's memory,
+studies.spec.memory's estimate against the server's limits), `plan` (putting them together).
 """
 
 from studies.planning.history import History, read_history
@@ -19,6 +20,7 @@ from studies.planning.model import (
     Cost,
     FixedDesignPlan,
     GpuPricing,
+    MemoryPlan,
     PhaseTrials,
     Scenario,
     SequentialPlan,
@@ -38,6 +40,7 @@ __all__ = [
     "FixedDesignPlan",
     "GpuPricing",
     "History",
+    "MemoryPlan",
     "PhaseTrials",
     "Scenario",
     "SequentialPlan",

@@ -14,6 +14,7 @@ __all__ = [
     "Cost",
     "FixedDesignPlan",
     "GpuPricing",
+    "MemoryPlan",
     "PhaseTrials",
     "Scenario",
     "ScenarioName",
@@ -128,6 +129,21 @@ class SequentialPlan(_Value):
     reason: str
 
 
+class MemoryPlan(_Value):
+    """The memory of the study's largest trial (studies.sizing, at the worst case its search allows), and
+    what a trial may use where it would run (studies.limits); the submission refuses one over it."""
+
+    bytes: int  # the largest trial's estimate: parameters, gradients, AdamW state, one batch's activations
+    parameters: int  # of one of its models
+    seeds_per_trial: int  # models that trial trains at once
+    batch_size: int
+    method: str  # the method of that trial (the norm decides the parameters)
+    device: Literal["cpu", "gpu"]  # where it is sized for: RAM per CPU trial, or its GPU share
+    limit_bytes: int | None = Field(description="what one trial may use here; null: no limit was given")
+    limit: str | None  # the limit in words, naming its setting
+    basis: list[str]  # how the estimate was made
+
+
 class StudyPlan(_Value):
     """Everything known about a study before it runs: trials, GPU-hours, wall time, seeds for power."""
 
@@ -148,3 +164,4 @@ class StudyPlan(_Value):
     spread: Spread
     fixed: FixedDesignPlan
     sequential: SequentialPlan | None
+    memory: MemoryPlan

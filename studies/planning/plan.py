@@ -6,9 +6,11 @@ from __future__ import annotations
 import statistics
 
 from studies.datasets import DATASET_METRICS
+from studies.limits import StudyLimits
 from studies.planning.fixed import fixed_design
 from studies.planning.gpu_price import GpuPrice, gpu_price
 from studies.planning.history import History
+from studies.planning.memory import memory_plan
 from studies.planning.model import (
     Cost,
     PhaseTrials,
@@ -204,11 +206,13 @@ def plan_study(
     cluster: Cluster = UNKNOWN_CLUSTER,
     spread: Spread | None = None,
     simulations: int | None = None,
+    limits: StudyLimits | None = None,
 ) -> StudyPlan:
     """The plan of `spec`. `history`: what the store holds of earlier studies of its dataset and model
     (read_history); `cluster`: what is known of the cluster it would run on; `spread`: a spread to size
     by instead of the stored one or the prior; `simulations`: studies simulated per scenario (None: by the
-    number of comparisons, simulate.simulations_for)."""
+    number of comparisons, simulate.simulations_for); `limits`: the server's, which the largest trial's
+    memory is set against (None: the estimate alone)."""
     history = history or History()
     metric = DATASET_METRICS[spec.dataset][0]
     per_trial, per_trial_basis = resolve_seeds_per_trial(spec, on_gpu=trains_on_gpu(spec, cluster))
@@ -262,4 +266,5 @@ def plan_study(
             planned=planned,
             simulations=simulations or simulations_for(len(spec.methods) - 1),
         ),
+        memory=memory_plan(spec, cluster=cluster, limits=limits),
     )

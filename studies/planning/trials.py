@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from studies.catalog.cost import _asha_epochs
+from studies.sizing import DEFAULT_GPU_SEEDS_PER_TRIAL
 from studies.spec import StudySpec
 
 __all__ = [
@@ -24,9 +25,8 @@ __all__ = [
     "tune_workload",
 ]
 
-# workers.trials.plan's "auto" on a GPU: at most this many seeds per trial (a test checks they agree; the
-# API may not import the workers).
-DEFAULT_GPU_SEEDS_PER_TRIAL = 8
+# workers.trials.plan's "auto" on a GPU: at most this many seeds per trial (studies.sizing's, which the
+# submission's memory check resolves "auto" with; a test checks the workers agree, the API may not import them).
 
 
 def resolve_seeds_per_trial(spec: StudySpec, *, on_gpu: bool) -> tuple[int, str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from studies.store.results_sequential import sequential_table
 from studies.tables.render_sequential_svg import sequential_figure
+from studies.tables.table import ResultsTable
 
 if TYPE_CHECKING:
     from studies.report.build import StudyReport
@@ -38,6 +39,8 @@ def savings_note(summary: SequentialSummary) -> str:
 def with_sequential(report: StudyReport, summary: SequentialSummary) -> StudyReport:
     table = report.table
     if table is not None:
+        # build_report's table is a ResultsTable (the data class is what the renderers are typed against).
+        assert isinstance(table, ResultsTable), "build_report builds its table with build_results_table"
         table = sequential_table(table, {report.study_id: summary}, primary_metric=True)
     figure = sequential_figure(
         summary["looks"], test=str(summary["design"]["test"]), max_seeds=int(summary["design"]["max_seeds"])

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS
-from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, freeze_fits
+from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob, freeze_fits
 from studies.limits import StudyLimits
+from studies.sizing import format_bytes, model_fields, shape_problems
 from studies.spec.distributions import (
     _IMAGE_ONLY_KNOBS,
     Distribution,
@@ -21,6 +22,7 @@ from studies.spec.distributions import (
     _check_distribution,
     _discrete_values,
 )
+from studies.spec.memory import memory_budget, worst_trial_memory
 from studies.spec.names import (
     _BACKBONE_FAMILY,
     _DATASET_FAMILY,
@@ -265,6 +267,61 @@ def check_overrides(spec: StudySpec, fail: Fail) -> None:
                 )
 
 
+def override_values_are_possible(spec: StudySpec, fail: Fail) -> None:
+    """An override of a field a knob also sets (mlp_ratio, dropout, norm_placement, ...) takes a value that
+    knob could take: the model would otherwise fail to build, or train as no study meant (dropout 1)."""
+    fields = MODEL_CONFIG_FIELDS[spec.model.backbone(spec.dataset)]
+    knob_of_field = {field: knob for knob, field in KNOB_MODEL_FIELDS.items()}
+    for key, value in spec.model.overrides.items():
+        knob = KNOBS.get(knob_of_field.get(key, ""))
+        if knob is None or key not in fields:
+            continue  # not a knob's field (shapes: model_shape_is_possible), or not the model's (check_overrides)
+        loc = ("model", "overrides", key)
+        if not isinstance(value, (bool, int, float, str)) and value is not None:
+            fail(loc, "override_out_of_range", f"model override '{key}' takes {knob.describe_range()}", value)
+            continue
+        problem = _check_distribution(knob, Fixed(type="fixed", value=value))
+        if problem is not None or (value is None and not knob.nullable):
+            fail(
+                loc,
+                "override_out_of_range",
+                f"model override '{key}' must be {_range_words(knob)} (the range of knob '{knob.name}'), "
+                f"got {value!r}",
+                value,
+            )
+
+
+def model_shape_is_possible(spec: StudySpec, fail: Fail) -> None:
+    """The model the spec builds has a shape that exists: positive whole widths, depths, head counts and
+    patches, heads that divide the width, patches that tile the dataset's images (`heads: 0` would reach a
+    trial as a division by zero, a patch that does not tile as a failed build). How large it may be is
+    trial_fits_its_memory's."""
+    backbone = spec.model.backbone(spec.dataset)
+    if _BACKBONE_FAMILY[backbone] != _DATASET_FAMILY[spec.dataset]:
+        return  # model_fits_dataset reports it
+    known = {
+        k: v
+        for k, v in spec.model.overrides.items()
+        if k in MODEL_CONFIG_FIELDS[backbone]
+        and k not in _RESERVED_MODEL_FIELDS
+        and k not in DATASET_TASK_FIELDS
+    }
+    _, fields = model_fields(spec.dataset, spec.model.preset, overrides=known)
+    for field, problem in shape_problems(backbone, fields).items():
+        if field in known:
+            fail(("model", "overrides", field), "impossible_model_shape", problem, known[field])
+        elif field == "heads" and "dim" in known:  # the override of the width meets the preset's heads
+            fail(("model", "overrides", "dim"), "impossible_model_shape", problem, known["dim"])
+        else:  # the preset's own shape on this dataset's inputs
+            model = spec.model.preset or "the default model"
+            fail(
+                ("model", "preset") if spec.model.preset else ("model",),
+                "impossible_model_shape",
+                f"{model} on dataset '{spec.dataset}': {problem}",
+                spec.model.preset,
+            )
+
+
 def knobs_fit_the_model(spec: StudySpec, fail: Fail) -> None:
     """A knob that sets a model field must set one the study's backbone has: the residual-MLP classifier
     has no dropout, drop path or LayerScale, and its trials would fail when they build the model."""
@@ -449,6 +506,49 @@ def check_limits(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
             f"grid points or {seeds}",
             planned,
         )
+    trial_fits_its_memory(spec, limits, fail)
+
+
+def trial_fits_its_memory(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
+    """The study's largest trial (studies.spec.memory: its model's parameters with their gradients and
+    AdamW state, and the activations of one batch) fits the memory one trial has here, so a model that
+    cannot fit is refused before any trial allocates it, naming the field to change, the estimate and
+    the limit."""
+    budget = memory_budget(spec, limits)
+    estimate = worst_trial_memory(spec, device=budget.device)
+    if estimate.memory.total_bytes <= budget.bytes:
+        return
+    memory = estimate.memory
+    seeds = spec.resources.seeds_per_trial
+    fewer_seeds = " or resources.seeds_per_trial" if memory.seeds > 1 else ""
+    estimated = f"; the estimate counts {estimate.estimated}" if estimate.estimated else ""
+    need = (
+        f"the largest trial of this study ({estimate.method}) needs about {memory.describe()}, but a trial "
+        f"here has {budget.describe()}{estimated}"
+    )
+    fits = estimate.largest_batch_size(budget.bytes)
+    if fits >= 1:
+        fail(
+            ("budget", "batch_size"),
+            "over_memory",
+            f"{need}; budget.batch_size {fits:,} or less fits{fewer_seeds}",
+            spec.budget.batch_size,
+        )
+        return
+    at_one = format_bytes(estimate.at_batch_size(1).total_bytes)
+    # The overrides that grow a model (a smaller patch grows it too, but is no fix to suggest lowering).
+    shape = [f for f in ("dim", "depth", "mlp_ratio") if f in spec.model.overrides]
+    fix = f"lower {' or '.join(f'model.overrides.{f}' for f in shape)}" if shape else "choose a smaller model"
+    if memory.seeds > 1:
+        fix += f" or resources.seeds_per_trial (now {seeds})"
+    if budget.device == "gpu" and spec.resources.gpu != "auto" and spec.resources.gpu < 1:
+        fix += " or raise resources.gpu"
+    loc: tuple[str, ...]
+    if shape:
+        loc, value = ("model", "overrides", shape[0]), spec.model.overrides[shape[0]]
+    else:
+        loc, value = (("model", "preset"), spec.model.preset) if spec.model.preset else (("model",), None)
+    fail(loc, "over_memory", f"{need}; even at batch size 1 it needs {at_one}: {fix}", value)
 
 
 # --------------------------------------------------------------------------- helpers for the driver
@@ -466,6 +566,12 @@ def _largest_int(dist: Distribution) -> int:
     if isinstance(dist, IntRange):
         return dist.high if dist.log else dist.low + (dist.high - dist.low) // dist.step * dist.step
     return max(int(v) for v in _discrete_values(dist))  # type: ignore[arg-type]
+
+
+def _range_words(knob: Knob) -> str:
+    if knob.kind == "categorical":
+        return knob.describe_range()
+    return f"a {'whole number' if knob.kind == 'int' else 'number'} in {knob.describe_range()}"
 
 
 def _paper_number_problem(metric: str, value: float) -> str | None:
@@ -486,6 +592,8 @@ def _paper_number_problem(metric: str, value: float) -> str | None:
 RULES: tuple[Callable[[StudySpec, Fail], None], ...] = (
     model_fits_dataset,
     check_overrides,
+    override_values_are_possible,
+    model_shape_is_possible,
     knobs_apply_to_their_methods,
     knobs_fit_the_model,
     num_samples_cover_the_methods,

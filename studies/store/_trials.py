@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -40,7 +40,8 @@ def record_trial(
     group: str | None = None,
 ) -> TrialView:
     """Insert or update the trial named `trial_key` (last write wins; created_at is kept, and so is a
-    recorded `mlflow_run_id` that this write does not know).
+    recorded `mlflow_run_id` that this write does not know, and the outcome of an ended trial that a
+    resumed experiment starts again, until it ends again).
 
     Non-finite floats (a diverged loss) are stored as null: JSON has no NaN and PostgreSQL refuses it.
     A trial recorded as running for a cancelled or failed study is stored as ended with its study
@@ -86,6 +87,14 @@ def record_trial(
     }
     # None means "run not known here" (MLflow did not answer, or the trial just started): a known id stays.
     updated["mlflow_run_id"] = func.coalesce(statement.excluded.mlflow_run_id, Trial.mlflow_run_id)
+    # A resumed experiment starts again a trial that had ended: one whose end its last snapshot missed, or
+    # one that failed (Tune resumes errored trials). Its row keeps that outcome until the trial ends again,
+    # so a resume never takes a finished trial back out of the study's progress; the next end replaces it.
+    reopened = (statement.excluded.status == TrialStatus.RUNNING.value) & Trial.status.in_(
+        [TrialStatus.SUCCEEDED.value, TrialStatus.FAILED.value]
+    )
+    for column in ("status", "metrics", "metric_value", "error"):
+        updated[column] = case((reopened, getattr(Trial, column)), else_=statement.excluded[column])
     statement = statement.on_conflict_do_update(
         index_elements=[Trial.trial_key],
         set_=updated,

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from studies.evidence import Evidence
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.store import StudyView, TrialView, get_study, list_trials, study_looks
+from studies.store.completeness import StudyCompleteness
 from studies.store.results_evidence import RESULT_PHASES, results_evidence
 from studies.store.results_sequential import sequential_summaries, sequential_table
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
@@ -54,6 +55,10 @@ class ResultsSelection:
     higher_is_better: bool
     # Study id -> the stored looks of each sequential study among `studies` (stored_looks).
     looks: Mapping[str, tuple[LookRecord, ...]] = field(default_factory=dict)
+    # Whether each of `studies` holds every trial it planned (studies.store.completeness), in their order.
+    completeness: tuple[StudyCompleteness, ...] = ()
+    # Newer studies of the dataset that a default choice passed over because they are incomplete.
+    passed_over: tuple[StudyCompleteness, ...] = ()
 
     @property
     def specs(self) -> list[StudySpec]:
@@ -73,10 +78,14 @@ def select_results(
     trials: Sequence[TrialView],
     metric_key: str | None = None,
     looks: Mapping[str, Sequence[LookRecord]] | None = None,
+    *,
+    completeness: Sequence[StudyCompleteness] = (),
+    passed_over: Sequence[StudyCompleteness] = (),
 ) -> ResultsSelection:
     """The selection of `trials` on `metric_key` (None: the dataset's primary metric); its direction comes
     from the metric table, so a metric without one raises studies.spec.UnknownMetricError. `looks`: the
-    stored looks of its sequential studies (stored_looks), by study id."""
+    stored looks of its sequential studies (stored_looks), by study id; `completeness` and `passed_over`:
+    what the selection says of its studies' completeness (studies.store.completeness)."""
     metric = metric_key if metric_key is not None else DATASET_METRICS[dataset][0]
     return ResultsSelection(
         dataset=dataset,
@@ -86,6 +95,8 @@ def select_results(
         metric_key=metric_key,
         higher_is_better=higher_is_better(dataset, metric),
         looks={study_id: tuple(records) for study_id, records in (looks or {}).items()},
+        completeness=tuple(completeness),
+        passed_over=tuple(passed_over),
     )
 
 

@@ -33,20 +33,24 @@ from studies.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
     StudyStatus,
+    TrialStatus,
     get_study,
+    list_trials,
     session_scope,
     set_study_runtime,
     set_study_status,
 )
 from studies.trial_config import FINAL_PHASE, GRID_PHASE, ORCHESTRATION_KEYS, TUNE_PHASE, Key, trial_seeds
+from workers.driver.completeness import ensure_complete
 from workers.driver.final_schedule import FinalSchedule, FixedFinals, SequentialFinals
 from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
-from workers.driver.looks import StoredLooks, reconcile_looks
+from workers.driver.looks import StoredLooks
 from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
 from workers.driver.trial_configs import StudyTrialConfigs
+from workers.driver.trial_errors import NoTrialSucceededError, study_error
 from workers.settings import WorkerSettings
 from workers.tracking.spool import SPOOL_DIR_NAME
 from workers.trials.entry import study_trial
@@ -84,7 +88,8 @@ def dataset_metric(dataset: str) -> MetricInfo:
 
 
 def run_study(study_id: str, ctx: DriverContext) -> None:
-    """Drive a study to a terminal status; any exception marks it failed with the traceback."""
+    """Drive a study to a terminal status; any exception, or no trial succeeded, marks it failed with one
+    line that says why (workers.driver.trial_errors.study_error) and the detail after it."""
     with session_scope(ctx.engine, readonly=True) as session:
         study = get_study(session, study_id=study_id)
     if study.status in TERMINAL_STATUSES:
@@ -95,12 +100,34 @@ def run_study(study_id: str, ctx: DriverContext) -> None:
         with session_scope(ctx.engine) as session:
             set_study_status(session, study_id=study_id, status=StudyStatus.RUNNING)
         _run(study_id, spec, ctx)
-    except Exception:
-        error = traceback.format_exc(limit=20)
-        log.error("study %s failed:\n%s", study_id, error)
-        _finish(ctx, study_id, StudyStatus.FAILED, error=error[-8000:])
+        _fail_unless_a_trial_succeeded(ctx, study_id)
+    except Exception as exc:
+        error = _failure_message(ctx, study_id, exc, traceback.format_exc(limit=20))
+        log.error("study %s failed: %s", study_id, error)
+        _finish(ctx, study_id, StudyStatus.FAILED, error=error)
         raise
     _finish(ctx, study_id, StudyStatus.SUCCEEDED)
+
+
+def _fail_unless_a_trial_succeeded(ctx: DriverContext, study_id: str) -> None:
+    """Tune ends an experiment whose every trial failed as if it had run (a grid study, or final trials
+    after a good tuning): such a study has nothing to compare, and failed."""
+    with session_scope(ctx.engine, readonly=True) as session:
+        trials = list_trials(session, study_id=study_id)
+    statuses = {trial.status for trial in trials}
+    if TrialStatus.FAILED in statuses and TrialStatus.SUCCEEDED not in statuses:
+        raise NoTrialSucceededError(f"no trial of study {study_id} succeeded")
+
+
+def _failure_message(ctx: DriverContext, study_id: str, exc: BaseException, trace: str) -> str:
+    """The study's error: why in one line (with the first failed trial's error), then the detail."""
+    try:
+        with session_scope(ctx.engine, readonly=True) as session:
+            trials = list_trials(session, study_id=study_id)
+    except Exception:  # the database itself may be what failed: the driver's error alone, then
+        log.exception("could not read the trials of study %s to say why it failed", study_id)
+        trials = []
+    return study_error(trials, cause=exc, trace=trace)
 
 
 def _finish(ctx: DriverContext, study_id: str, status: StudyStatus, error: str | None = None) -> None:
@@ -196,13 +223,18 @@ def _run_sweeps(
     check_cluster_fits(plan)
     if spec.kind == "grid":
         variants = configs.variants(plan.seeds_per_trial)
-        _run_variants(
+        results = _run_variants(
             spec, plan, ctx, base, variants, phase=GRID_PHASE, metric=metric, client=client, parent=parent
         )
     else:
-        _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
+        results = _run_compare(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
     # Trials lost with an earlier, killed driver before their first epoch have no run id in their rows yet.
     fill_missing_run_ids(client, parent.experiment_id, engine=ctx.engine, study_id=study_id)
+    # "Succeeded" means every planned trial is stored: what Tune or MLflow hold and the store lacks is
+    # recovered, else the study fails naming what is missing (a sequential study's looks are stored here).
+    ensure_complete(
+        study_id, spec, ctx.engine, results=results, client=client, experiment_id=parent.experiment_id
+    )
 
 
 def checkpoint_interval_s(spec: StudySpec, settings: WorkerSettings) -> float:
@@ -305,7 +337,7 @@ def _tuner(path: Path, trainable, **kwargs) -> tune.Tuner:
 
 def _run_compare(
     spec: StudySpec, plan: TrialPlan, ctx: DriverContext, base: dict[str, Any], *, metric, client, parent
-) -> None:
+) -> list[Any]:
     """Phase 1 (tune) and phase 2 (final) in ONE Tune experiment (workers.driver.method_search): each method
     is tuned by its own seeded TPE sampler on the tune seed (ASHA rungs per method), and once its tuning
     trials have ended its best knobs run on every final seed, on the test split. A method without searchable
@@ -370,11 +402,10 @@ def _run_compare(
             parent=parent,
         ),
     )
-    finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
-    if spec.sequential is not None:
-        study_id = base[Key.STUDY_ID]
-        monitor = reconcile_looks(ctx.engine, study_id, spec, higher_is_better=metric.higher_is_better)
-        log.info("study %s: %d look(s) stored; %s", study_id, monitor.looks_taken, _decisions(monitor))
+    grid = tuner.fit()
+    results = [grid[i] for i in range(len(grid))]
+    finalize_mlflow_runs(results, client, parent.experiment_id, engine=ctx.engine)
+    return results  # the looks of a sequential design are stored once the store is complete
 
 
 def final_schedule(
@@ -409,10 +440,6 @@ def final_schedule(
     )
 
 
-def _decisions(monitor: SequentialMonitor) -> str:
-    return ", ".join(f"{m}: {c.decision}" for m, c in monitor.comparisons.items())
-
-
 def concurrent_trials(plan: TrialPlan) -> int | None:
     """Trials the cluster runs at once at the spec's per-trial resources (None when Ray is not up)."""
     if not ray.is_initialized():
@@ -428,7 +455,7 @@ def concurrent_trials(plan: TrialPlan) -> int | None:
 
 def _run_variants(
     spec: StudySpec, plan: TrialPlan, ctx, base, variants, *, phase: str, metric, client, parent
-) -> None:
+) -> list[Any]:
     """Final or grid phase: every variant (method, knobs, seed[, group]) runs to the end on the test split."""
     param_space = {**base, **StudyTrialConfigs.variant_fields(phase), Key.VARIANT: tune.grid_search(variants)}
     name = f"{phase}"
@@ -439,7 +466,10 @@ def _run_variants(
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
     )
-    finalize_mlflow_runs(tuner.fit(), client, parent.experiment_id, engine=ctx.engine)
+    grid = tuner.fit()
+    results = [grid[i] for i in range(len(grid))]
+    finalize_mlflow_runs(results, client, parent.experiment_id, engine=ctx.engine)
+    return results
 
 
 def _run_config(
