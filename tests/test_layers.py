@@ -131,9 +131,14 @@ def test_no_product_module_takes_part_in_an_import_cycle():
     assert _cycles(GRAPH) == []
 
 
-# The one cycle through type-only imports kept on purpose: the spec's rules are StudySpec's own validators
-# (StudySpec runs them), typed against the model they check.
-TYPE_ONLY_CYCLES_BY_DESIGN = {"studies.spec.rules -> studies.spec.study"}
+# The cycles through type-only imports kept on purpose: the spec's rules (rules.py and the two modules it
+# gathers: the model's size, a sequential design) are StudySpec's own validators (StudySpec runs them),
+# typed against the model they check.
+TYPE_ONLY_CYCLES_BY_DESIGN = {
+    "studies.spec.rules -> studies.spec.study",
+    "studies.spec.rules -> studies.spec.rules_model -> studies.spec.study",
+    "studies.spec.rules -> studies.spec.rules_sequential -> studies.spec.study",
+}
 
 
 def test_no_cycle_even_through_type_checking_imports_but_the_specs_own_validators():

@@ -11,7 +11,6 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS
 from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob, freeze_fits
 from studies.limits import StudyLimits
-from studies.sizing import format_bytes, model_fields, shape_problems
 from studies.spec.distributions import (
     _IMAGE_ONLY_KNOBS,
     Distribution,
@@ -22,7 +21,7 @@ from studies.spec.distributions import (
     _check_distribution,
     _discrete_values,
 )
-from studies.spec.memory import memory_budget, worst_trial_memory
+from studies.spec.fail import Fail
 from studies.spec.names import (
     _BACKBONE_FAMILY,
     _DATASET_FAMILY,
@@ -31,13 +30,11 @@ from studies.spec.names import (
     DATASET_TASK_FIELDS,
     MODEL_CONFIG_FIELDS,
 )
+from studies.spec.rules_model import model_shape_is_possible, trial_fits_its_memory
+from studies.spec.rules_sequential import sequential_design_fits_the_study
 
 if TYPE_CHECKING:
     from studies.spec.study import StudySpec
-
-
-# fail(loc, error type, message, offending value): records one problem.
-Fail = Callable[[tuple[str | int, ...], str, str, Any], None]
 
 
 def rule_errors(spec: StudySpec, limits: StudyLimits | None) -> list[InitErrorDetails]:
@@ -168,63 +165,6 @@ def tune_seeds_are_disjoint(spec: StudySpec, fail: Fail) -> None:
             )
 
 
-def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
-    """A sequential design compares methods (kind: compare), owns the seeds (0 to max_seeds - 1, so the looks
-    take them in order and none is trained twice), and states its differences in the metric's unit."""
-    design = spec.sequential
-    if design is None:
-        return
-    if spec.kind == "grid":
-        fail(
-            ("sequential",),
-            "not_for_grid",
-            "sequential applies to kind: compare, whose final phase compares each method with the "
-            "reference; kind: grid runs every point on every seed: remove sequential and list the seeds",
-            spec.kind,
-        )
-    if spec.seeds != design.seed_ids():
-        fail(
-            ("seeds",),
-            "seeds_with_sequential",
-            f"seeds {spec.seeds} disagree with sequential, whose seeds are derived: 0 to "
-            f"{design.max_seeds - 1} (max_seeds {design.max_seeds}), taken in order look by look so none "
-            "is trained twice; remove seeds and size the design with first_seeds, seeds_per_look and "
-            "max_seeds",
-            spec.seeds,
-        )
-    if len(spec.methods) < 2:
-        fail(
-            ("sequential",),
-            "sequential_needs_a_comparison",
-            f"sequential decides comparisons with the reference, and methods {spec.methods} has none: add "
-            "the methods to compare, or remove sequential and list the seeds",
-            spec.methods,
-        )
-    if spec.claim is not None:
-        # A claim's check computes fixed-design statistics over the seeds it finds; after looks that
-        # stopped arms early those would overstate the evidence. The design's own decisions are the test.
-        fail(
-            ("sequential",),
-            "claim_with_sequential",
-            f"claim {spec.claim!r} is judged by its check's fixed-seed statistics, which a sequential "
-            "design's early stops would bias: remove claim (the report and /results give the design's "
-            "own decisions, repeated confidence intervals and stage-wise p-values), or remove sequential "
-            "and list the seeds",
-            spec.claim,
-        )
-    metric = DATASET_METRICS[spec.dataset][0]
-    for field, value in (("effect", design.effect), ("margin", design.margin)):
-        if value is not None and metric == "accuracy" and value >= 1.0:
-            hint = f"; write {value / 100:.6g}" if value <= 100.0 else ""
-            fail(
-                ("sequential", field),
-                "difference_unit",
-                f"sequential.{field} is in accuracy's unit, a fraction, so one accuracy point is 0.01 and "
-                f"{value:g} is beyond any difference two accuracies can have{hint}",
-                value,
-            )
-
-
 def check_overrides(spec: StudySpec, fail: Fail) -> None:
     """Every override must be a config field of the backbone that the study and the dataset leave free."""
     backbone = spec.model.backbone(spec.dataset)
@@ -288,37 +228,6 @@ def override_values_are_possible(spec: StudySpec, fail: Fail) -> None:
                 f"model override '{key}' must be {_range_words(knob)} (the range of knob '{knob.name}'), "
                 f"got {value!r}",
                 value,
-            )
-
-
-def model_shape_is_possible(spec: StudySpec, fail: Fail) -> None:
-    """The model the spec builds has a shape that exists: positive whole widths, depths, head counts and
-    patches, heads that divide the width, patches that tile the dataset's images (`heads: 0` would reach a
-    trial as a division by zero, a patch that does not tile as a failed build). How large it may be is
-    trial_fits_its_memory's."""
-    backbone = spec.model.backbone(spec.dataset)
-    if _BACKBONE_FAMILY[backbone] != _DATASET_FAMILY[spec.dataset]:
-        return  # model_fits_dataset reports it
-    known = {
-        k: v
-        for k, v in spec.model.overrides.items()
-        if k in MODEL_CONFIG_FIELDS[backbone]
-        and k not in _RESERVED_MODEL_FIELDS
-        and k not in DATASET_TASK_FIELDS
-    }
-    _, fields = model_fields(spec.dataset, spec.model.preset, overrides=known)
-    for field, problem in shape_problems(backbone, fields).items():
-        if field in known:
-            fail(("model", "overrides", field), "impossible_model_shape", problem, known[field])
-        elif field == "heads" and "dim" in known:  # the override of the width meets the preset's heads
-            fail(("model", "overrides", "dim"), "impossible_model_shape", problem, known["dim"])
-        else:  # the preset's own shape on this dataset's inputs
-            model = spec.model.preset or "the default model"
-            fail(
-                ("model", "preset") if spec.model.preset else ("model",),
-                "impossible_model_shape",
-                f"{model} on dataset '{spec.dataset}': {problem}",
-                spec.model.preset,
             )
 
 
@@ -507,48 +416,6 @@ def check_limits(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
             planned,
         )
     trial_fits_its_memory(spec, limits, fail)
-
-
-def trial_fits_its_memory(spec: StudySpec, limits: StudyLimits, fail: Fail) -> None:
-    """The study's largest trial (studies.spec.memory: its model's parameters with their gradients and
-    AdamW state, and the activations of one batch) fits the memory one trial has here, so a model that
-    cannot fit is refused before any trial allocates it, naming the field to change, the estimate and
-    the limit."""
-    budget = memory_budget(spec, limits)
-    estimate = worst_trial_memory(spec, device=budget.device)
-    if estimate.memory.total_bytes <= budget.bytes:
-        return
-    memory = estimate.memory
-    seeds = spec.resources.seeds_per_trial
-    fewer_seeds = " or resources.seeds_per_trial" if memory.seeds > 1 else ""
-    estimated = f"; the estimate counts {estimate.estimated}" if estimate.estimated else ""
-    need = (
-        f"the largest trial of this study ({estimate.method}) needs about {memory.describe()}, but a trial "
-        f"here has {budget.describe()}{estimated}"
-    )
-    fits = estimate.largest_batch_size(budget.bytes)
-    if fits >= 1:
-        fail(
-            ("budget", "batch_size"),
-            "over_memory",
-            f"{need}; budget.batch_size {fits:,} or less fits{fewer_seeds}",
-            spec.budget.batch_size,
-        )
-        return
-    at_one = format_bytes(estimate.at_batch_size(1).total_bytes)
-    # The overrides that grow a model (a smaller patch grows it too, but is no fix to suggest lowering).
-    shape = [f for f in ("dim", "depth", "mlp_ratio") if f in spec.model.overrides]
-    fix = f"lower {' or '.join(f'model.overrides.{f}' for f in shape)}" if shape else "choose a smaller model"
-    if memory.seeds > 1:
-        fix += f" or resources.seeds_per_trial (now {seeds})"
-    if budget.device == "gpu" and spec.resources.gpu != "auto" and spec.resources.gpu < 1:
-        fix += " or raise resources.gpu"
-    loc: tuple[str, ...]
-    if shape:
-        loc, value = ("model", "overrides", shape[0]), spec.model.overrides[shape[0]]
-    else:
-        loc, value = (("model", "preset"), spec.model.preset) if spec.model.preset else (("model",), None)
-    fail(loc, "over_memory", f"{need}; even at batch size 1 it needs {at_one}: {fix}", value)
 
 
 # --------------------------------------------------------------------------- helpers for the driver
