@@ -1,4 +1,5 @@
-"""API and Ray tokens: taken from settings, else generated once into the data dir (mode 0600).
+"""API and Ray tokens and the local MLflow's password: taken from settings, else generated once into the
+data dir (mode 0600).
 
 Tokens are compared in constant time and never logged.
 """
@@ -7,18 +8,35 @@ from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.settings import Settings
 
 __all__ = [
+    "MlflowCredentials",
     "api_token_source",
     "ensure_api_token",
+    "ensure_mlflow_credentials",
     "ensure_ray_auth_token",
+    "mlflow_password_source",
     "ray_auth_token_source",
     "read_api_token",
+    "read_mlflow_password",
     "token_matches",
 ]
+
+
+@dataclass(frozen=True)
+class MlflowCredentials:
+    """The user and password the local MLflow's basic-auth app knows as its admin."""
+
+    username: str
+    password: str = field(repr=False)
+
+    def env(self) -> dict[str, str]:
+        """The variables MLflow's client signs in with: what the API, drivers and trials run with."""
+        return {"MLFLOW_TRACKING_USERNAME": self.username, "MLFLOW_TRACKING_PASSWORD": self.password}
 
 
 def ensure_api_token(settings: Settings) -> str:
@@ -33,6 +51,33 @@ def ensure_ray_auth_token(settings: Settings) -> str:
     if settings.ray_auth_token is not None and settings.ray_auth_token.get_secret_value():
         return settings.ray_auth_token.get_secret_value()
     return _ensure_token_file(settings.ray_auth_token_path)
+
+
+def ensure_mlflow_credentials(settings: Settings) -> MlflowCredentials:
+    """The local MLflow's admin: MLFLOW_TRACKING_USERNAME (default `normlab`) with MLFLOW_TRACKING_PASSWORD
+    if set, else the stored password, generated on first run."""
+    if settings.mlflow_password is not None and settings.mlflow_password.get_secret_value():
+        password = settings.mlflow_password.get_secret_value()
+    else:
+        password = _ensure_token_file(settings.mlflow_password_path)
+    return MlflowCredentials(settings.mlflow_username, password)
+
+
+def read_mlflow_password(settings: Settings) -> str | None:
+    """The MLflow password without creating one (what `normlab token --mlflow` prints)."""
+    if settings.mlflow_password is not None and settings.mlflow_password.get_secret_value():
+        return settings.mlflow_password.get_secret_value()
+    try:
+        return settings.mlflow_password_path.read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def mlflow_password_source(settings: Settings) -> str:
+    """Where the MLflow password comes from, for messages that must name it without showing it."""
+    if settings.mlflow_password is not None and settings.mlflow_password.get_secret_value():
+        return "MLFLOW_TRACKING_PASSWORD (environment or .env)"
+    return str(settings.mlflow_password_path)
 
 
 def read_api_token(settings: Settings) -> str | None:

@@ -26,6 +26,7 @@ from studies.stack_defaults import (
 __all__ = ["RAY_PORT_OFFSETS", "RAY_PORT_RANGE", "Settings", "get_settings"]
 
 _LOOPBACK = "127.0.0.1"
+_MLFLOW_USERNAME = "normlab"  # the local MLflow's admin, unless MLFLOW_TRACKING_USERNAME names another
 
 # Where each port of the local Ray head lies in the range NORMLAB_RAY_PORT_BASE starts (B + offset): the
 # GCS at B, the rest just above it, the workers' ports filling the range up to B + RAY_PORT_RANGE - 1.
@@ -81,6 +82,18 @@ class Settings(BaseSettings):
     mlflow_port: int = Field(5000, ge=1, le=65535)
     mlflow_backend_store_uri: str | None = None  # None -> sqlite:///{data_dir}/mlflow.db
     mlflow_artifacts_dir: Path | None = None  # None -> {data_dir}/mlartifacts
+    # The MLflow server `normlab serve` starts runs MLflow's basic-auth app (service.stack.mlflow_auth): every
+    # request but /health needs a user and password, which the API, the study drivers and their trials
+    # send. False: it answers every local process without credentials, as before.
+    mlflow_auth: bool = True
+    # The user and password of that server's admin (MLflow's client reads the same two variables); no
+    # password -> generated into the data dir on its first start (service.auth.ensure_mlflow_credentials).
+    mlflow_username: str = Field(
+        _MLFLOW_USERNAME, validation_alias=_env("MLFLOW_TRACKING_USERNAME", "NORMLAB_MLFLOW_USERNAME")
+    )
+    mlflow_password: SecretStr | None = Field(
+        None, validation_alias=_env("MLFLOW_TRACKING_PASSWORD", "NORMLAB_MLFLOW_PASSWORD")
+    )
 
     # Ray cluster for study jobs; None -> `normlab serve` starts a local head with the ports below.
     ray_address: str | None = Field(None, validation_alias=_env("RAY_ADDRESS", "NORMLAB_RAY_ADDRESS"))
@@ -215,6 +228,12 @@ class Settings(BaseSettings):
             return [host.strip() for host in hosts.split(",") if host.strip()]
         return hosts
 
+    @field_validator("mlflow_username", mode="before")
+    @classmethod
+    def _default_username(cls, name: object) -> object:
+        # An exported but empty MLFLOW_TRACKING_USERNAME means "not set", as MLflow's client reads it.
+        return _MLFLOW_USERNAME if isinstance(name, str) and not name.strip() else name
+
     @field_validator("data_dir", "mlflow_artifacts_dir", "ray_temp_dir", "catalog_reports_dir")
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
@@ -275,6 +294,10 @@ class Settings(BaseSettings):
     @property
     def ray_auth_token_path(self) -> Path:
         return self.data_dir / "ray_auth_token"
+
+    @property
+    def mlflow_password_path(self) -> Path:
+        return self.data_dir / "mlflow_password"
 
 
 @lru_cache(maxsize=1)

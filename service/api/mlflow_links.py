@@ -9,13 +9,18 @@ the URL's fragment (a hash router): `/#/experiments/<id>` and `/#/experiments/<i
 
 MLflow's own client prints a "View run ... at: <url>" line, in the GenAI view, for every run it ends;
 NormLab's processes run with QUIET_RUN_URLS_ENV, which turns those lines off.
+
+An MLflow with sign-in (the local stack's by default, compose's always) asks a browser for a user and
+password once per session; the pages that link it say whom to sign in as (mlflow_sign_in_user).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from urllib.parse import quote, urlparse
 
-__all__ = ["QUIET_RUN_URLS_ENV", "TRAINING_VIEW_QUERY", "mlflow_ui_url"]
+__all__ = ["QUIET_RUN_URLS_ENV", "TRAINING_VIEW_QUERY", "mlflow_sign_in_user", "mlflow_ui_url"]
 
 TRAINING_VIEW_QUERY = "workflowType=machine_learning"
 QUIET_RUN_URLS_ENV = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
@@ -37,3 +42,11 @@ def mlflow_ui_url(
     if run_id is not None:
         route += f"/runs/{quote(run_id, safe='')}"
     return f"{tracking_uri.rstrip('/')}/#{route}?{TRAINING_VIEW_QUERY}"
+
+
+def mlflow_sign_in_user(environ: Mapping[str, str] | None = None) -> str | None:
+    """The user MLflow's UI asks a browser to sign in as: the one this service signs in with (MLflow's
+    client reads MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD), None where it signs in as nobody."""
+    env = os.environ if environ is None else environ
+    username = env.get("MLFLOW_TRACKING_USERNAME")
+    return username if username and env.get("MLFLOW_TRACKING_PASSWORD") else None

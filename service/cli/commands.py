@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from service.auth import read_api_token
+from service.auth import read_api_token, read_mlflow_password
 from service.cli.client import (
     _FORMATS,
     ApiClient,
@@ -368,9 +368,20 @@ def studies(
 
 
 @app.command()
-def token() -> None:
-    """Print the API token (NORMLAB_API_TOKEN, or the one the server stored in the data dir)."""
+def token(
+    mlflow: bool = typer.Option(
+        False,
+        "--mlflow",
+        help="print the password of the local MLflow's user instead (the user: MLFLOW_TRACKING_USERNAME, "
+        "default normlab), for its UI's sign-in or `curl -u`",
+    ),
+) -> None:
+    """Print the API token (NORMLAB_API_TOKEN, or the one the server stored in the data dir); with --mlflow,
+    the password MLflow's sign-in asks for (MLFLOW_TRACKING_PASSWORD, or the one stored there)."""
     settings = _settings()
+    if mlflow:
+        _print_mlflow_password(settings)
+        return
     found = read_api_token(settings)
     if found is None:
         # Never create one here: a token made on a client machine is one no server accepts.
@@ -382,6 +393,19 @@ def token() -> None:
             )
         )
     print(found)
+
+
+def _print_mlflow_password(settings: Settings) -> None:
+    password = read_mlflow_password(settings)
+    if password is None:
+        raise _fail(
+            CliError(
+                f"no MLflow password: MLFLOW_TRACKING_PASSWORD is not set and {settings.mlflow_password_path} "
+                "does not exist. `normlab serve` creates it when it first starts MLflow with sign-in (the "
+                "default); run this on that machine, with the same NORMLAB_DATA_DIR"
+            )
+        )
+    print(password)
 
 
 if __name__ == "__main__":  # pragma: no cover

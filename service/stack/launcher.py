@@ -1,11 +1,11 @@
 """`normlab serve`: the whole embedded stack in one command, stopped cleanly by Ctrl-C.
 
-Starts what the settings do not point elsewhere: an MLflow server (SQLite backend) unless one answers at
-MLFLOW_TRACKING_URI, a local Ray head (token auth on, loopback only) unless RAY_ADDRESS is set or a head
-already answers at the configured dashboard port, then the API with its reconcile loop. A service found
-running is attached to and left running on exit. `--api-only` starts neither and fails, naming the fix,
-unless both answer (restarting only the API). In docker-compose the same command runs with RAY_ADDRESS and
-MLFLOW_TRACKING_URI set, so it starts only the API.
+Starts what the settings do not point elsewhere: an MLflow server (SQLite backend, with its sign-in:
+service.stack.mlflow_auth) unless one answers at MLFLOW_TRACKING_URI, a local Ray head (token auth on,
+loopback only) unless RAY_ADDRESS is set or a head already answers at the configured dashboard port, then
+the API with its reconcile loop. A service found running is attached to and left running on exit.
+`--api-only` starts neither and fails, naming the fix, unless both answer (restarting only the API). In
+docker-compose the same command runs with RAY_ADDRESS and MLFLOW_TRACKING_URI set, so it starts only the API.
 
 Stopping: Ctrl-C, SIGTERM (supervisors, `docker stop`) and SIGHUP (the terminal closed) all stop the
 reconcile loop and the API first (open requests get _API_GRACE_S), then what was started here, everything
@@ -41,7 +41,14 @@ from sqlalchemy.engine import make_url
 
 from service.api.mlflow_links import QUIET_RUN_URLS_ENV, mlflow_ui_url
 from service.api.server import ApiServer, api_config
-from service.auth import api_token_source, ensure_ray_auth_token, ray_auth_token_source
+from service.auth import (
+    MlflowCredentials,
+    api_token_source,
+    ensure_mlflow_credentials,
+    ensure_ray_auth_token,
+    mlflow_password_source,
+    ray_auth_token_source,
+)
 from service.orchestration.dispatcher import RayJobDispatcher
 from service.orchestration.readiness import Readiness, ReadinessChecker
 from service.orchestration.reconcile import StudyReconciler
@@ -55,6 +62,7 @@ from service.stack.local_stack import (
     stop_stale_stacks,
     warm_driver_server,
 )
+from service.stack.mlflow_auth import auth_server_env, check_sign_in
 from service.stack.preflight import check_ports, planned_ports
 from service.stack.private_files import PrivateDirError, prepare_data_dir, private_umask
 from service.stack.probe import Answer, StackUnavailableError, is_http_url, mlflow_answer, ray_answer
@@ -105,6 +113,9 @@ class LocalStack:
     processes: list[ManagedProcess]  # what this stack started, and stops on exit
     mlflow: Origin
     ray: Origin
+    # The local MLflow's admin, whom the API's process must sign in as too (None: no sign-in, or an MLflow
+    # configured elsewhere, whose credentials come from the environment as they are).
+    mlflow_credentials: MlflowCredentials | None = None
 
 
 def driver_environment(settings: Settings) -> dict[str, str]:
@@ -112,7 +123,8 @@ def driver_environment(settings: Settings) -> dict[str, str]:
 
     A database URL that carries a password is NOT sent: Ray shows a job's runtime_env in its dashboard
     and job API. Such clusters set DATABASE_URL on their nodes instead (docker-compose.yml does), and
-    the driver reads it from there.
+    the driver reads it from there. MLflow's credentials are not sent either: they are in the environment
+    of the Ray head that `normlab serve` starts (compose: of every node), which jobs and trials inherit.
     """
     env = {
         "MLFLOW_TRACKING_URI": str(settings.mlflow_tracking_uri),
@@ -159,6 +171,8 @@ def local_stack(
         if api_only:
             mlflow, ray = _require_running(settings, token)
             check_ports(planned_ports(settings, mlflow=False, ray=False, api=api_port))
+            credentials = _mlflow_credentials(settings, mlflow)
+            _check_mlflow_sign_in(settings, mlflow, credentials)
         else:
             # Before probing: an orphan of a killed launcher must be stopped, not attached to.
             for line in stop_stale_stacks(settings.data_dir):
@@ -171,15 +185,19 @@ def local_stack(
                     settings, mlflow=mlflow is Origin.STARTED, ray=ray is Origin.STARTED, api=api_port
                 )
             )
+            credentials = _mlflow_credentials(settings, mlflow)
             if mlflow is Origin.STARTED:
-                _start_mlflow(settings, started)
+                _start_mlflow(settings, started, credentials)
+            _check_mlflow_sign_in(settings, mlflow, credentials)
             if sessions is not None:
-                _start_ray(settings, token, started, sessions)
+                _start_ray(settings, token, started, sessions, _signed_in_env(credentials))
         driver_env = driver_environment(settings)
         if ray is Origin.STARTED and settings.warm_drivers and sys.platform.startswith("linux"):
             # Unix socket paths are limited to ~107 bytes: the server's lives in a short private dir.
             socket_dir = Path(tempfile.mkdtemp(prefix="normlab-drivers-"))
-            driver_env.update(_warm_drivers(settings, token, driver_env, started, socket_dir))
+            driver_env.update(
+                _warm_drivers(settings, token, driver_env, started, socket_dir, _signed_in_env(credentials))
+            )
         dispatcher = RayJobDispatcher(
             dashboard_url=settings.ray_dashboard_url,
             auth_token=token,
@@ -192,6 +210,7 @@ def local_stack(
             processes=started.processes,
             mlflow=mlflow,
             ray=ray,
+            mlflow_credentials=credentials,
         )
     finally:
         stopped = _stop(started, hurry)
@@ -202,10 +221,16 @@ def local_stack(
 
 
 def _warm_drivers(
-    settings: Settings, token: str, driver_env: dict[str, str], started: StartedStack, socket_dir: Path
+    settings: Settings,
+    token: str,
+    driver_env: dict[str, str],
+    started: StartedStack,
+    socket_dir: Path,
+    head_env: dict[str, str],
 ) -> dict[str, str]:
     """Start the warm driver server beside the Ray head this stack started (jobs run on that head); returns
-    what tells drivers to use it. Best-effort: without it every study's job runs its driver itself."""
+    what tells drivers to use it. Best-effort: without it every study's job runs its driver itself.
+    `head_env`: what that head was started with besides (MLflow's credentials), which its jobs inherit."""
     socket_path = socket_dir / "drivers.sock"
     server = warm_driver_server(
         data_dir=settings.data_dir,
@@ -214,6 +239,7 @@ def _warm_drivers(
         node_ip=settings.ray_host,
         driver_env=driver_env,
         release_after_s=settings.warm_idle_s,
+        extra_env=head_env,
     )
     try:
         started.start(server, timeout=60)
@@ -251,7 +277,36 @@ def _mlflow_origin(settings: Settings) -> Origin:
     return Origin.STARTED
 
 
-def _start_mlflow(settings: Settings, started: StartedStack) -> None:
+def _mlflow_credentials(settings: Settings, mlflow: Origin) -> MlflowCredentials | None:
+    """Whom the stack signs in to MLflow as, when the MLflow is the local one (started here, or attached:
+    started by another `normlab serve` on this data dir): generated on the first start. None with
+    NORMLAB_MLFLOW_AUTH=false, or for an MLflow configured elsewhere (its credentials, if it needs any, come
+    from MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD, which MLflow's client reads itself)."""
+    if not settings.mlflow_auth or mlflow is Origin.CONFIGURED or not _mlflow_is_local(settings):
+        return None
+    return ensure_mlflow_credentials(settings)
+
+
+def _signed_in_env(credentials: MlflowCredentials | None) -> dict[str, str]:
+    return credentials.env() if credentials is not None else {}
+
+
+def _check_mlflow_sign_in(settings: Settings, mlflow: Origin, credentials: MlflowCredentials | None) -> None:
+    """Fail now, naming the fix, when the local MLflow refuses the stack's credentials (every trial would log
+    nothing); say so when an MLflow this stack attached to answers without any."""
+    if credentials is None:
+        return
+    uri = str(settings.mlflow_tracking_uri)
+    asks = check_sign_in(uri, credentials, mlflow_password_source(settings))
+    if not asks and mlflow is Origin.ATTACHED:
+        log.warning(
+            "the MLflow server at %s answers requests without credentials (started without its sign-in): "
+            "stop it and start `normlab serve` again to run it with sign-in",
+            uri,
+        )
+
+
+def _start_mlflow(settings: Settings, started: StartedStack, credentials: MlflowCredentials | None) -> None:
     uri = str(settings.mlflow_tracking_uri)
     mlflow = mlflow_server(
         data_dir=settings.data_dir,
@@ -259,6 +314,7 @@ def _start_mlflow(settings: Settings, started: StartedStack) -> None:
         port=settings.mlflow_port,
         backend_store_uri=settings.mlflow_backend_store_uri,
         artifacts_dir=settings.mlflow_artifacts_dir,
+        auth_env=auth_server_env(credentials, settings.data_dir) if credentials is not None else None,
     )
     console.print(f"[dim]starting MLflow on {uri} ...[/]")
     started.start(mlflow, timeout=180)
@@ -291,8 +347,11 @@ def _ray_sessions(settings: Settings) -> RaySessions:
     return RaySessions.before_start(temp_dir, f"{settings.ray_host}:{settings.ray_gcs_port}")
 
 
-def _start_ray(settings: Settings, token: str, started: StartedStack, sessions: RaySessions) -> None:
-    head = _ray_head(settings, token, sessions.temp_dir)
+def _start_ray(
+    settings: Settings, token: str, started: StartedStack, sessions: RaySessions, extra_env: dict[str, str]
+) -> None:
+    """`extra_env`: what the head's processes (and so every job and trial on it) run with besides."""
+    head = _ray_head(settings, token, sessions.temp_dir, extra_env)
     console.print(f"[dim]starting a local Ray head (GCS port {settings.ray_gcs_port}) ...[/]")
     try:
         started.start(head, timeout=180)
@@ -303,7 +362,9 @@ def _start_ray(settings: Settings, token: str, started: StartedStack, sessions: 
         started.note_ray_sessions(sessions)
 
 
-def _ray_head(settings: Settings, token: str, temp_dir: Path) -> ManagedProcess:
+def _ray_head(
+    settings: Settings, token: str, temp_dir: Path, extra_env: dict[str, str] | None = None
+) -> ManagedProcess:
     """The local head, every port it and its agents listen on from the settings (service.stack.preflight
     checks the same list before anything starts)."""
     return ray_head(
@@ -326,6 +387,7 @@ def _ray_head(settings: Settings, token: str, temp_dir: Path) -> ManagedProcess:
         num_cpus=settings.ray_num_cpus,
         num_gpus=settings.ray_num_gpus,
         temp_dir=temp_dir,
+        extra_env=extra_env,
     )
 
 
@@ -380,10 +442,16 @@ def _mlflow_ui(settings: Settings) -> str:
 
 
 def startup_banner(
-    settings: Settings, *, mlflow: Origin, ray: Origin, readiness: Readiness | None = None
+    settings: Settings,
+    *,
+    mlflow: Origin,
+    ray: Origin,
+    readiness: Readiness | None = None,
+    mlflow_user: str | None = None,
 ) -> Panel:
     """Where everything is and how to get the API token; never the token (it would land in logs). With
-    `readiness`, whether a study could run now, and if not, each part that is not ready and why."""
+    `readiness`, whether a study could run now, and if not, each part that is not ready and why. With
+    `mlflow_user`, the user MLflow's UI asks for and where its password is (never the password)."""
     api = settings.api_url
     normlab = _normlab_command()
     database = make_url(str(settings.database_url)).render_as_string(hide_password=True)
@@ -393,6 +461,7 @@ def startup_banner(
                 f"Studies    {api}/   (open in a browser: live studies, results, reports, the catalog)",
                 f"API        {api}   (docs: {api}/docs)",
                 f"MLflow UI  {_mlflow_ui(settings)}   ({mlflow.value})",
+                *_mlflow_sign_in_lines(settings, mlflow_user, normlab),
                 f"Ray        {settings.ray_ui_base}   ({ray.value})",
                 f"Database   {database}",
                 *_readiness_lines(readiness, str(api)),
@@ -408,6 +477,15 @@ def startup_banner(
         ),
         title="NormLab is running",
     )
+
+
+def _mlflow_sign_in_lines(settings: Settings, user: str | None, normlab: str) -> list[str]:
+    if user is None:
+        return []
+    return [
+        f"           sign in as {escape(user)}; password from {mlflow_password_source(settings)}, "
+        f"`{normlab} token --mlflow` prints it"
+    ]
 
 
 def _readiness_lines(readiness: Readiness | None, api: str) -> list[str]:
@@ -464,6 +542,9 @@ def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bo
     api_token = ensure_api_token(settings)
     upgrade_database(str(settings.database_url))
     with local_stack(settings, api_only=api_only, hurry=signals.hurry, api_port=True) as stack:
+        if stack.mlflow_credentials is not None:
+            # MLflow's client reads them from here: the readiness probe, and the runs the reconcile loop closes.
+            os.environ.update(stack.mlflow_credentials.env())
         app = create_app(settings=settings, dispatcher=stack.dispatcher)
         api = ApiServer(api_config(app, settings, grace_s=_API_GRACE_S, access_log=verbose))
         engine = make_engine(str(settings.database_url))
@@ -480,7 +561,15 @@ def _serve(settings: Settings, signals: StopSignals, *, demo: bool, api_only: bo
             app.state.on_study_queued = reconciler.wake  # a POSTed study starts now, not at the next tick
             # What /readyz will say, checked once here: the banner says whether a study could run now.
             readiness = ReadinessChecker(settings, engine, stack.dispatcher).check()
-            console.print(startup_banner(settings, mlflow=stack.mlflow, ray=stack.ray, readiness=readiness))
+            console.print(
+                startup_banner(
+                    settings,
+                    mlflow=stack.mlflow,
+                    ray=stack.ray,
+                    readiness=readiness,
+                    mlflow_user=stack.mlflow_credentials.username if stack.mlflow_credentials else None,
+                )
+            )
             if demo:
                 threading.Thread(target=_run_demo, args=(settings, api_token), daemon=True).start()
             signals.interrupting = False  # from here on the main thread polls for the stop

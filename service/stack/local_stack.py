@@ -120,7 +120,10 @@ def mlflow_server(
     backend_store_uri: str | None = None,
     artifacts_dir: Path | None = None,
     workers: int = 1,
+    auth_env: dict[str, str] | None = None,
 ) -> ManagedProcess:
+    """`mlflow server` on `host`:`port`; with `auth_env` (service.stack.mlflow_auth.auth_server_env) its
+    basic-auth app, which asks every request but /health for a user and password."""
     backend = backend_store_uri or f"sqlite:///{data_dir / 'mlflow.db'}"
     artifacts = artifacts_dir or data_dir / "mlartifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -141,11 +144,13 @@ def mlflow_server(
         "--workers",
         str(workers),
     ]
+    if auth_env is not None:
+        argv[4:4] = ["--app-name", "basic-auth"]  # an option of `server`: after it, before the others
     return ManagedProcess(
         name="mlflow",
         argv=argv,
         log_path=data_dir / "logs" / "mlflow.log",
-        env=_MLFLOW_SERVER_ENV,
+        env={**_MLFLOW_SERVER_ENV, **(auth_env or {})},
         health_url=f"http://{host}:{port}/health",
     )
 
@@ -329,6 +334,7 @@ def warm_driver_server(
     node_ip: str,
     driver_env: dict[str, str],
     release_after_s: float = 0.0,
+    extra_env: dict[str, str] | None = None,
 ) -> ManagedProcess:
     """`python -m workers.driver.warm_server`: forks a study's driver for its Ray job (see that module).
 
@@ -336,13 +342,13 @@ def warm_driver_server(
     back after `release_after_s` without a study (0: never): an idle stack holds no driver imports.
     Its environment is a job's on the Ray head this stack starts (the head's, plus what drivers are given),
     because modules read some of it as they are imported (Ray reads whether it may leave loopback, for
-    one); each driver then takes its job's own."""
+    one); each driver then takes its job's own. `extra_env`: what the head was given besides (ray_head's)."""
     argv = [sys.executable, "-m", "workers.driver.warm_server", "--socket", str(socket_path), "--lazy"]
     return ManagedProcess(
         name="warm-drivers",
         argv=[*argv, "--release-after", f"{release_after_s:g}"],
         # Ray gives a job with no CPUs one OpenMP thread; BLAS reads it once, at import.
-        env={**ray_head_env(token, node_ip), **driver_env, "OMP_NUM_THREADS": "1"},
+        env={**ray_head_env(token, node_ip), **(extra_env or {}), **driver_env, "OMP_NUM_THREADS": "1"},
         log_path=data_dir / "logs" / "warm-drivers.log",
         ready_text="warm driver server listening",
     )

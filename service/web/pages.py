@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.load_shedding import DatabaseGate
+from service.api.mlflow_links import mlflow_sign_in_user
 from service.api.routes.text import StorableText
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
@@ -38,9 +39,13 @@ from studies.store import (
     list_studies,
     list_trials,
     study_histories,
+    study_looks,
     study_sequential,
 )
 from studies.tables.sequential import SequentialSummary
+
+if TYPE_CHECKING:
+    from studies.sequential import LookRecord
 
 __all__ = ["router"]
 
@@ -75,7 +80,12 @@ async def home_page(request: Request, database: DatabaseDep, settings: SettingsD
     return render(
         request,
         "home.html",
-        {"studies": cards, "limit": HOME_LIMIT, "poll_ms": POLL_INTERVAL_MS},
+        {
+            "studies": cards,
+            "limit": HOME_LIMIT,
+            "poll_ms": POLL_INTERVAL_MS,
+            "mlflow_user": mlflow_sign_in_user(),
+        },
     )
 
 
@@ -120,7 +130,9 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
     """The study's page data (None: no such study): the store read at the gate, the views and figures
     built in a worker thread that holds no connection."""
     try:
-        study, trials, histories, sequential = await database.read(partial(_study_data, study_id=study_id))
+        study, trials, histories, sequential, looks = await database.read(
+            partial(_study_data, study_id=study_id)
+        )
     except StudyNotFoundError:
         return None
     return await run_in_threadpool(
@@ -132,17 +144,24 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
             mlflow_tracking_uri=settings.mlflow_ui_url,
             ray_dashboard_url=settings.ray_ui_base,
             sequential=sequential,
+            looks=looks,
+            mlflow_user=mlflow_sign_in_user(),
         )
     )
 
 
 def _study_data(
     session: Session, *, study_id: str
-) -> tuple[StudyView, list[TrialView], dict[str, list[dict[str, Any]]], SequentialSummary | None]:
+) -> tuple[
+    StudyView, list[TrialView], dict[str, list[dict[str, Any]]], SequentialSummary | None, list[LookRecord]
+]:
+    """The study, its trials and their histories, its sequential summary and looks (what its completeness
+    counts a sequential design's trials from)."""
     study = get_study(session, study_id=study_id)
     trials = list_trials(session, study_id=study_id)
     histories = study_histories(session, study_id=study_id) if trials else {}
-    return study, trials, histories, study_sequential(session, study=study)
+    looks = study_looks(session, study.id) if study.spec.get("sequential") else []
+    return study, trials, histories, study_sequential(session, study=study), looks
 
 
 def _not_found(request: Request, message: str) -> Response:

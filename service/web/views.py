@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import yaml
@@ -18,13 +18,18 @@ from markupsafe import Markup
 from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import DATASET_METRICS
 from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, SubmitFailureView, TrialView
+from studies.store.completeness import study_completeness
 from studies.store.results_evidence import RESULT_PHASES
 from studies.tables.render_curves_svg import EpochCurve, epoch_curves_svg
 from studies.tables.render_sequential_svg import sequential_figure
 from studies.tables.sequential import SequentialSummary
 
+if TYPE_CHECKING:
+    from studies.sequential import LookRecord
+
 __all__ = [
     "AttemptRow",
+    "CompletenessView",
     "CurveFigure",
     "SequentialComparison",
     "SequentialSection",
@@ -108,6 +113,29 @@ class TrialRow:
     history_url: str
     mlflow_url: str | None
 
+    @property
+    def error_headline(self) -> str:
+        """The error's first line (`<Type>: <message>`, workers.driver.trial_errors), what the cell shows."""
+        return (self.error or "").strip().split("\n", 1)[0]
+
+    @property
+    def error_detail(self) -> str:
+        """The rest of it (the trace's last lines), which the cell folds away."""
+        parts = (self.error or "").strip().split("\n", 1)
+        return parts[1].strip("\n") if len(parts) == 2 else ""
+
+
+@dataclass(frozen=True)
+class CompletenessView:
+    """Whether an ended study holds every trial it planned (studies.store.completeness), in words."""
+
+    complete: bool
+    planned: int
+    recorded: int
+    missing: tuple[str, ...]  # the planned final or grid trials without an outcome, by label
+    tune_missing: tuple[tuple[str, int], ...]  # (method, tuning trials without an outcome)
+    reason: str
+
 
 @dataclass(frozen=True)
 class CurveFigure:
@@ -154,6 +182,9 @@ class StudyPage:
     trials: tuple[TrialRow, ...]
     figures: tuple[CurveFigure, ...]
     sequential: SequentialSection | None = None
+    # Once the study ended: whether every trial it planned is stored (None while it runs: its progress says).
+    completeness: CompletenessView | None = None
+    mlflow_user: str | None = None  # whom MLflow's UI asks to sign in as (None: it asks nothing)
 
 
 def ray_job_url(dashboard_url: str, job_id: str) -> str:
@@ -212,7 +243,11 @@ def study_page(
     mlflow_tracking_uri: str | None,
     ray_dashboard_url: str,
     sequential: SequentialSummary | None = None,
+    looks: Sequence[LookRecord] = (),
+    mlflow_user: str | None = None,
 ) -> StudyPage:
+    """`looks`: a sequential study's stored looks (which trials its design planned); `mlflow_user`: whom
+    MLflow's UI asks to sign in as."""
     has_results = any(trial.phase in RESULT_PHASES for trial in trials)
     return StudyPage(
         study=study_card(
@@ -227,6 +262,25 @@ def study_page(
         trials=tuple(_trial_row(study, t, mlflow_tracking_uri) for t in trials),
         figures=tuple(curve_figures(study, trials, histories)),
         sequential=sequential_section(sequential) if sequential is not None else None,
+        completeness=completeness_view(study, trials, looks),
+        mlflow_user=mlflow_user,
+    )
+
+
+def completeness_view(
+    study: StudyView, trials: Sequence[TrialView], looks: Sequence[LookRecord] = ()
+) -> CompletenessView | None:
+    """An ended study's completeness, as GET /results states it; None while it is queued or running."""
+    if StudyStatus(study.status) not in TERMINAL_STATUSES:
+        return None
+    found = study_completeness(study, trials, looks)
+    return CompletenessView(
+        complete=found.complete,
+        planned=found.planned,
+        recorded=found.recorded,
+        missing=tuple(trial.label for trial in found.missing),
+        tune_missing=tuple(found.tune_missing.items()),
+        reason=found.reason,
     )
 
 

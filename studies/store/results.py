@@ -9,7 +9,7 @@ one study's results with its MLflow parent run) both build here. No FastAPI: the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeGuard
 
 from sqlalchemy.orm import Session
@@ -23,6 +23,7 @@ from studies.store.results_sequential import sequential_summaries, sequential_ta
 from studies.tables import DEFAULT_REFERENCE, ResultsTable, TrialRecord, build_results_table
 from studies.tables.build import PlanKey
 from studies.tables.dataset_notes import dataset_note
+from studies.tables.model import StudyCompletenessNote
 
 if TYPE_CHECKING:
     from studies.sequential import LookRecord
@@ -114,7 +115,8 @@ def results_table(
 ) -> ResultsTable:
     """The CI table of a selection; `reference` None: the first study's reference row. A sequential study's
     arms are planned the seeds its looks gave them, and its comparisons show what its looks concluded
-    (studies.store.results_sequential)."""
+    (studies.store.results_sequential). The table says what the selection knows of its studies' completeness.
+    """
     specs = selection.specs
     summaries = sequential_summaries(selection.studies, specs, selection.looks)
     given = [summaries[s.id]["seeds_per_arm"] if s.id in summaries else None for s in selection.studies]
@@ -130,7 +132,20 @@ def results_table(
         paper_values={m: v for spec in specs for m, v in spec.paper_numbers.items()},
         dataset_note=dataset_note(selection.dataset),  # stand-ins say what they stand in for
     )
-    return sequential_table(table, summaries, primary_metric=selection.metric_key is None)
+    table = sequential_table(table, summaries, primary_metric=selection.metric_key is None)
+    notes = [_completeness_note(c, shown=True) for c in selection.completeness]
+    notes += [_completeness_note(c, shown=False) for c in selection.passed_over]
+    return replace(table, completeness=tuple(notes)) if notes else table
+
+
+def _completeness_note(completeness: StudyCompleteness, *, shown: bool) -> StudyCompletenessNote:
+    return StudyCompletenessNote(
+        study_id=completeness.study_id,
+        name=completeness.name,
+        complete=completeness.complete,
+        reason=completeness.reason,
+        shown=shown,
+    )
 
 
 def selection_evidence(

@@ -16,7 +16,13 @@ from studies.stats.summary import DEFAULT_BOOTSTRAP_RESAMPLES
 if TYPE_CHECKING:
     from studies.tables.sequential import SequentialSummary
 
-__all__ = ["PRIMARY_TEST_NOTE", "PRIMARY_TEST_NOTE_INTERSECT", "ResultsRow", "ResultsTableData"]
+__all__ = [
+    "PRIMARY_TEST_NOTE",
+    "PRIMARY_TEST_NOTE_INTERSECT",
+    "ResultsRow",
+    "ResultsTableData",
+    "StudyCompletenessNote",
+]
 
 PRIMARY_TEST_NOTE = (
     "primary test: paired t-test on shared seeds (Wilcoxon signed-rank beside it); "
@@ -76,6 +82,18 @@ class ResultsRow:
 
 
 @dataclass(frozen=True)
+class StudyCompletenessNote:
+    """What a table says of one study's completeness (studies.store.completeness decides it): whether it
+    holds every trial it planned, and why in words (the missing trials by name)."""
+
+    study_id: str
+    name: str
+    complete: bool
+    reason: str
+    shown: bool = True  # False: a newer incomplete study the table passed over for a complete one
+
+
+@dataclass(frozen=True)
 class ResultsTableData:
     """A results table for one dataset and metric (its renderings: studies.tables.table.ResultsTable)."""
 
@@ -93,6 +111,9 @@ class ResultsTableData:
     # Study id -> summary of each sequential study the table covers (studies.tables.sequential); its
     # comparisons show the repeated interval and stage-wise p of the study's looks (studies.store.results).
     sequential: Mapping[str, SequentialSummary] = field(default_factory=dict, hash=False)
+    # Whether each study the table shows (and each newer one it passed over) holds every trial it planned,
+    # where the table was built from the store (studies.store.results); empty: not said.
+    completeness: tuple[StudyCompletenessNote, ...] = ()
 
     @property
     def alpha(self) -> float:

@@ -1,5 +1,7 @@
 """A self-contained HTML page for a results table: inline CSS, no scripts, no external assets.
 
+Where the table says whether its studies are complete (studies.store.completeness), that comes right under
+the caption: an incomplete study's missing trials, and the newer incomplete studies passed over.
 With `evidence` (studies.evidence), the page also shows the mechanism figures (gate heatmaps and
 per-layer gates, init rank against depth, final metric against init rank) below the table; with `tuning`
 (studies.tuning), each study's knob importance, optimisation history and, for a sweep, its response figure.
@@ -77,6 +79,7 @@ figure.evidence { margin: 1rem 0 1.5rem 0; overflow-x: auto; }
 figure.evidence figcaption { color: #57606a; font-size: 0.9rem; margin-bottom: 0.3rem; }
 figure.evidence svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
+section.completeness li.incomplete { background: #fff8c5; color: #7d4e00; padding: 0.1rem 0.4rem; }
 """
 
 
@@ -147,7 +150,7 @@ def to_html(
 <body>
 <h1>{escape(title)}</h1>
 <p class="caption">{escape(table_caption(table))}</p>
-<p class="legend">verdict: {legend}</p>
+{_completeness_section(table)}<p class="legend">verdict: {legend}</p>
 <figure class="forest">
 {forest_plot_svg(table)}
 </figure>
@@ -164,6 +167,22 @@ def to_html(
 </body>
 </html>
 """
+
+
+def _completeness_section(table: ResultsTableData) -> str:
+    """Whether each study shown (and each newer one passed over) holds every trial it planned."""
+    if not table.completeness:
+        return ""
+    items = []
+    for note in table.completeness:
+        css = "complete" if note.complete else "incomplete"
+        study = f"study <code>{escape(note.study_id)}</code> ({escape(note.name)})"
+        if not note.shown:
+            study = f"passed over, newer but not complete: {study}"
+        items.append(
+            f'<li class="{css}" data-study-id="{escape(note.study_id)}">{study}: {escape(note.reason)}</li>'
+        )
+    return f'<section class="completeness">\n<h2>Completeness</h2>\n<ul>{"".join(items)}</ul>\n</section>\n'
 
 
 def _linked(text: str, url: str | None) -> str:

@@ -146,7 +146,9 @@ def _csv_cell(value: Any) -> str:
 
 
 def to_markdown(table: ResultsTableData) -> str:
-    """A GitHub-flavoured markdown table, then per-row notes (warnings) and provenance."""
+    """A GitHub-flavoured markdown table, then per-row notes (warnings) and provenance. Where the table
+    says whether its studies are complete, that comes first, under the caption: an incomplete study's
+    missing trials, and the newer incomplete studies passed over."""
     fmt = formatter_for(table)
     headers = display_headers(table)
     lines = [
@@ -154,6 +156,7 @@ def to_markdown(table: ResultsTableData) -> str:
         "",
         _md(table_caption(table)),
         "",
+        *_completeness_lines(table),
         "| " + " | ".join(_md(h) for h in headers) + " |",
         "|" + "|".join("---" for _ in headers) + "|",
     ]
@@ -176,6 +179,19 @@ def to_markdown(table: ResultsTableData) -> str:
             f"- {_md(row.label)}: seeds {{{_md(seeds)}}}{failed}; studies {_md(studies)}; MLflow runs {_md(runs)}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _completeness_lines(table: ResultsTableData) -> list[str]:
+    if not table.completeness:
+        return []
+    lines = ["**Completeness**", ""]
+    for note in table.completeness:
+        study = f"study {_md(note.study_id)} ({_md(note.name)})"
+        if note.shown:
+            lines.append(f"- {study}: {_md(note.reason)}")
+        else:
+            lines.append(f"- passed over, newer but not complete: {study}: {_md(note.reason)}")
+    return [*lines, ""]
 
 
 def _md(text: str) -> str:

@@ -1,5 +1,5 @@
-"""The real embedded stack for end-to-end tests: `normlab serve` as a user runs it (MLflow server,
-Ray head with token auth, API), on free loopback ports, in a throwaway data dir."""
+"""The real embedded stack for end-to-end tests: `normlab serve` as a user runs it (MLflow server with its
+sign-in, Ray head with token auth, API), on free loopback ports, in a throwaway data dir."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ from studies.store import list_trials, make_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 API_TOKEN = "e2e-" + uuid.uuid4().hex
+# The MLflow user of every stack these tests start, given as the API token is, so that the tests' own MLflow
+# clients (which read these variables) can look at what trials logged. A stack that generates its own:
+# tests/service/stack/test_local_stack.py.
+MLFLOW_CREDENTIALS = {
+    "MLFLOW_TRACKING_USERNAME": "e2e",
+    "MLFLOW_TRACKING_PASSWORD": "e2e-" + uuid.uuid4().hex,
+}
 
 
 @dataclass
@@ -60,7 +67,16 @@ class RunningService:
 
 
 def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
-    return private_serve_environment(data_dir, ray_temp, api_token=API_TOKEN)
+    return {**private_serve_environment(data_dir, ray_temp, api_token=API_TOKEN), **MLFLOW_CREDENTIALS}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def mlflow_sign_in() -> Iterator[None]:
+    """The tests' MLflow clients sign in to the stacks' MLflow as the stacks' own processes do."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in MLFLOW_CREDENTIALS.items():
+            patch.setenv(name, value)
+        yield
 
 
 def start_serve(env: dict[str, str], log_path: Path) -> subprocess.Popen:

@@ -70,7 +70,7 @@ def test_warm_processes_start_with_the_first_study_and_go_after_the_idle_period(
         # Nor anything else a stack at rest has no use for (benchmarks/bench_idle_memory.py has the table).
         assert _named(process.pid, "ray.util.client.server") == []  # Ray's client server: no port set
         assert _named(process.pid, "service.stack.ray_start") == []  # `ray start` handed over to its watcher
-        assert _named(process.pid, "mlflow.server.fastapi_app:app") != []
+        assert _named(process.pid, "mlflow.server.auth:create_app") != []  # MLflow with its sign-in
         assert _named(process.pid, "service.stack.mlflow_start") == []  # the server became its uvicorn
         idle = stack_memory(process.pid)
         assert sum(p.pss_mb for p in idle) < GOAL_MB, "the idle stack holds more than the goal:\n" + table(

@@ -1,10 +1,19 @@
-"""Tokens: taken from settings, else generated once into the data dir with owner-only permissions."""
+"""Tokens and the local MLflow's password: taken from settings, else generated once into the data dir with
+owner-only permissions."""
 
 from __future__ import annotations
 
 import stat
 
-from service.auth import ensure_api_token, ensure_ray_auth_token, read_api_token, token_matches
+from service.auth import (
+    ensure_api_token,
+    ensure_mlflow_credentials,
+    ensure_ray_auth_token,
+    mlflow_password_source,
+    read_api_token,
+    read_mlflow_password,
+    token_matches,
+)
 from service.settings import Settings
 
 
@@ -53,3 +62,37 @@ def test_token_matching_is_exact():
     assert not token_matches("ab", "abc")
     assert not token_matches("", "abc")
     assert not token_matches(None, "abc")
+
+
+def test_the_mlflow_password_is_generated_once_owner_only_and_the_user_defaults_to_normlab(
+    tmp_path, monkeypatch
+):
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    settings = _settings(tmp_path)
+    assert read_mlflow_password(settings) is None  # reading never creates one
+    first = ensure_mlflow_credentials(settings)
+    assert first.username == "normlab" and len(first.password) >= 12  # MLflow refuses shorter ones
+    assert ensure_mlflow_credentials(settings) == first  # stable across restarts: MLflow keeps its admin
+    assert read_mlflow_password(settings) == first.password
+    assert stat.S_IMODE(settings.mlflow_password_path.stat().st_mode) == 0o600
+    assert first.password not in repr(first)
+    assert first.env() == {"MLFLOW_TRACKING_USERNAME": "normlab", "MLFLOW_TRACKING_PASSWORD": first.password}
+    assert first.password not in {ensure_api_token(settings), ensure_ray_auth_token(settings)}
+
+
+def test_mlflows_own_variables_name_the_user_and_password_and_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "from-the-environment")
+    settings = _settings(tmp_path)
+    assert ensure_mlflow_credentials(settings).env() == {
+        "MLFLOW_TRACKING_USERNAME": "alice",
+        "MLFLOW_TRACKING_PASSWORD": "from-the-environment",
+    }
+    assert mlflow_password_source(settings).startswith("MLFLOW_TRACKING_PASSWORD")
+    assert not settings.mlflow_password_path.exists()
+
+
+def test_an_empty_mlflow_user_variable_means_the_default_user(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "")
+    assert _settings(tmp_path).mlflow_username == "normlab"

@@ -12,7 +12,8 @@ and the JSON adds a `sequential` block, {study id: its summary}, for the sequent
 
 The JSON's `studies` states each shown study's completeness (planned and recorded final or grid trials, the
 missing ones by name, tuning trials per method, a reason), and `passed_over` the newer incomplete studies a
-request without `study` skipped for the newest complete one (studies.store.completeness)."""
+request without `study` skipped for the newest complete one (studies.store.completeness); the markdown and
+HTML renderings say the same above their table (the table carries it: studies.store.results)."""
 
 from __future__ import annotations
 

@@ -74,3 +74,35 @@ def test_with_no_complete_study_the_newest_with_results_is_shown_as_incomplete(c
     assert [(s["study_id"], s["complete"], s["status"]) for s in body["studies"]] == [
         (partial, False, "running")
     ]
+
+
+def test_the_markdown_table_says_each_studys_completeness_and_the_study_it_passed_over(client, app_engine):
+    complete, partial = _studies(app_engine)
+    text = client.get("/results/digits?format=md").text
+    block = text.split("**Completeness**", 1)[1].split("| method", 1)[0]
+    lines = [line for line in block.splitlines() if line.startswith("- ")]
+    assert lines[0] == (
+        f"- study {complete} (complete): complete: 6 of 6 planned final or grid trials have an outcome"
+    )
+    assert lines[1].startswith(
+        f"- passed over, newer but not complete: study {partial} (restored): incomplete:"
+    )
+    assert "missing: 5 final trials (frozen_ln seed 1, frozen_ln seed 2, dyt seed 0" in lines[1]
+    # The incomplete study asked for by id: its table says what it lacks before a reader trusts its rows.
+    text = client.get(f"/results/digits?study={partial}&format=md").text
+    assert text.index("**Completeness**") < text.index("| method")
+    assert f"- study {partial} (restored): incomplete: the study is marked succeeded but 1 of 6" in text
+    assert "passed over" not in text
+
+
+def test_the_html_page_says_each_studys_completeness_and_the_study_it_passed_over(client, app_engine):
+    complete, partial = _studies(app_engine)
+    page = client.get("/results/digits?format=html").text
+    section = page.split('<section class="completeness">', 1)[1].split("</section>", 1)[0]
+    assert page.index('<section class="completeness">') < page.index("<table>")
+    assert f'<li class="complete" data-study-id="{complete}">study <code>{complete}</code>' in section
+    passed = section.split(f'<li class="incomplete" data-study-id="{partial}">', 1)[1].split("</li>", 1)[0]
+    assert passed.startswith(f"passed over, newer but not complete: study <code>{partial}</code> (restored)")
+    assert "missing: 5 final trials (frozen_ln seed 1" in passed
+    # Nothing to say where a table was not built from the store's selection (csv has no room for it).
+    assert "Completeness" not in client.get("/results/digits?format=csv").text

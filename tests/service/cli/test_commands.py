@@ -188,6 +188,27 @@ def test_token_never_creates_a_token_and_says_how_to_get_the_servers(monkeypatch
     assert list(tmp_path.iterdir()) == []  # a client-made token would be one no server accepts
 
 
+def test_token_mlflow_prints_the_mlflow_password_the_server_stored_or_the_environments(monkeypatch, tmp_path):
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    (tmp_path / "mlflow_password").write_text("stored-mlflow-password\n")
+    result = runner.invoke(cli.app, ["token", "--mlflow"])
+    assert result.exit_code == 0 and result.output.strip() == "stored-mlflow-password"
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "compose-env-password")
+    result = runner.invoke(cli.app, ["token", "--mlflow"])
+    assert result.exit_code == 0 and result.output.strip() == "compose-env-password"
+
+
+def test_token_mlflow_never_creates_a_password_and_says_where_the_server_keeps_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "err_console", Console(width=400, stderr=True))
+    monkeypatch.setattr(api_client, "err_console", Console(width=400, stderr=True))
+    result = runner.invoke(cli.app, ["token", "--mlflow"])
+    assert result.exit_code == 1 and str(tmp_path / "mlflow_password") in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_serve_hands_over_to_the_launcher(monkeypatch, tmp_path):
     calls = []
     fake = types.ModuleType("service.stack.launcher")

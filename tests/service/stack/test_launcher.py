@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+import service.stack.launcher as launcher
 from service.settings import Settings
-from service.stack.launcher import driver_environment
+from service.stack.launcher import Origin, driver_environment
 from service.stack.local_stack import StackRecord, stop_stale_stacks
 from service.stack.processes import (
     STOP_GRACE_S,
@@ -66,6 +67,30 @@ def test_a_database_password_never_travels_in_the_jobs_runtime_env(tmp_path):
     env = driver_environment(settings)
     assert "DATABASE_URL" not in env
     assert all("s3cret" not in value for value in env.values())
+
+
+def test_mlflow_credentials_never_travel_in_the_jobs_runtime_env(tmp_path):
+    # Ray shows a job's runtime_env to whoever reads its job API: they reach jobs through the head's environment.
+    settings = Settings(data_dir=tmp_path, mlflow_password="s3cret-mlflow-password")
+    env = driver_environment(settings)
+    assert not {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"} & set(env)
+    assert all("s3cret" not in value for value in env.values())
+
+
+def test_the_stack_signs_in_only_to_a_local_mlflow_with_sign_in_on(tmp_path, monkeypatch):
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    local = Settings(_env_file=None, data_dir=tmp_path)
+    for origin in (Origin.STARTED, Origin.ATTACHED):
+        credentials = launcher._mlflow_credentials(local, origin)
+        assert credentials is not None and credentials.username == "normlab"
+    assert launcher._mlflow_credentials(local, Origin.CONFIGURED) is None
+    # Compose's or another team's MLflow: its credentials, if any, are MLFLOW_TRACKING_* as they are.
+    remote = Settings(_env_file=None, data_dir=tmp_path, mlflow_tracking_uri="http://mlflow:5000")
+    assert launcher._mlflow_credentials(remote, Origin.ATTACHED) is None
+    off = Settings(_env_file=None, data_dir=tmp_path / "off", mlflow_auth=False)
+    assert launcher._mlflow_credentials(off, Origin.STARTED) is None
+    assert not off.mlflow_password_path.exists()
 
 
 def _http_server(tmp_path: Path, port: int, delay_s: float = 0.0) -> ManagedProcess:

@@ -1,6 +1,7 @@
 """The embedded stack as `normlab serve` starts it (service.stack.launcher.local_stack): a Ray head whose every
 server listens on loopback only, that runs jobs, and that a second `normlab serve` (or `--api-only`)
-attaches to instead of starting another."""
+attaches to instead of starting another; an MLflow that answers only the stack's user, whom every job on
+the head signs in as."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from pydantic import SecretStr
@@ -37,6 +39,8 @@ def stack_settings(tmp_path_factory) -> Iterator[Settings]:
         ray_address=None,
         api_token="stack-test-token",
         ray_auth_token=None,
+        mlflow_username="normlab",
+        mlflow_password=None,  # generated into the data dir, whatever this shell exports
         mlflow_port=free_port(),
         ray_gcs_port=free_port(),
         ray_dashboard_port=free_port(),
@@ -127,8 +131,53 @@ def test_mlflow_is_one_process_its_server_having_become_its_uvicorn(stack):
     assert mlflow._popen is not None
     server = psutil.Process(mlflow._popen.pid)
     assert server.cmdline()[1:3] == ["-m", "uvicorn"], server.cmdline()
-    assert "mlflow.server.fastapi_app:app" in server.cmdline()
+    assert "mlflow.server.auth:create_app" in server.cmdline()  # the basic-auth app, MLflow's routes in it
     assert server.children(recursive=True) == []
+
+
+SEARCH = "/api/2.0/mlflow/experiments/search?max_results=1"
+
+
+def test_mlflow_answers_only_the_stacks_user_whose_password_is_kept_owner_only(stack, stack_settings):
+    credentials = stack.mlflow_credentials
+    assert credentials is not None and credentials.username == "normlab"
+    assert stack_settings.mlflow_password_path.read_text().strip() == credentials.password
+    for private in (stack_settings.mlflow_password_path, stack_settings.data_dir / "mlflow_auth.ini"):
+        assert private.stat().st_mode & 0o777 == 0o600, private
+    # The first check of a password is a full hash: seconds on a loaded 2-core machine.
+    with httpx.Client(base_url=str(stack_settings.mlflow_tracking_uri), timeout=60) as http:
+        assert http.get(SEARCH).status_code == 401
+        assert http.post("/api/2.0/mlflow/experiments/create", json={"name": "anyone"}).status_code == 401
+        assert http.get(SEARCH, auth=(credentials.username, "not-the-password")).status_code == 401
+        assert http.get(SEARCH, auth=(credentials.username, credentials.password)).status_code == 200
+        assert http.get("/health").status_code == 200  # what the stack and /readyz probe
+
+
+def test_jobs_on_the_head_sign_in_to_mlflow_without_the_password_in_their_runtime_env(stack, stack_settings):
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    credentials = stack.mlflow_credentials
+    assert credentials is not None
+    assert all(credentials.password not in value for value in stack.dispatcher.driver_env.values())
+    client = JobSubmissionClient(
+        stack_settings.ray_dashboard_url, headers={"Authorization": f"Bearer {stack.ray_token}"}
+    )
+    # What a study driver and its trials do first: create their experiment and runs through MLflow's client.
+    code = (
+        "from mlflow.tracking import MlflowClient; "
+        f"client = MlflowClient('{stack_settings.mlflow_tracking_uri}'); "
+        "run = client.create_run(client.create_experiment('signed-in-by-the-head')); "
+        "client.log_metric(run.info.run_id, 'val_accuracy', 0.5); print('logged', run.info.run_id)"
+    )
+    job = client.submit_job(entrypoint=f'python -c "{code}"')
+    finished = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
+    assert wait_until(lambda: client.get_job_status(job) in finished, timeout=180, interval=1)
+    logs = client.get_job_logs(job)
+    assert client.get_job_status(job) == JobStatus.SUCCEEDED, logs
+    assert "logged" in logs and credentials.password not in logs
+    warm = next(p for p in stack.processes if p.name == "warm-drivers")
+    assert warm._popen is not None  # the drivers it forks run with its environment until they take the job's
+    assert psutil.Process(warm._popen.pid).environ()["MLFLOW_TRACKING_USERNAME"] == credentials.username
 
 
 def test_the_ray_head_is_watched_by_a_lean_process_whose_children_are_the_heads(stack):

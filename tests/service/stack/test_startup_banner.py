@@ -52,6 +52,19 @@ def test_a_stack_that_cannot_run_a_study_says_what_is_not_ready_and_why(tmp_path
     assert f"- ray: {no_agent}" in lines[start + 2]  # Ray's words as they are, brackets included
 
 
+def test_the_banner_says_whom_mlflows_sign_in_asks_for_and_where_the_password_is_never_the_password(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    settings = Settings(_env_file=None, data_dir=tmp_path)
+    console = Console(record=True, width=250)
+    console.print(startup_banner(settings, mlflow=Origin.STARTED, ray=Origin.STARTED, mlflow_user="normlab"))
+    text = console.export_text()
+    assert "sign in as normlab" in text and str(settings.mlflow_password_path) in text
+    assert "token --mlflow` prints it" in text
+    assert "sign in as" not in _banner_text(settings)  # an MLflow without sign-in: nothing to say
+
+
 def test_a_token_from_the_environment_is_not_shown_only_where_it_comes_from(tmp_path):
     text = _banner_text(Settings(_env_file=None, data_dir=tmp_path, api_token="env-secret-42"))
     assert "env-secret-42" not in text
