@@ -11,6 +11,7 @@ None of these routes is part of the API's OpenAPI document.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,13 +24,17 @@ from sqlalchemy.orm import Session
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.load_shedding import DatabaseGate
 from service.api.mlflow_links import mlflow_sign_in_user
+from service.api.routes.plans import cluster_of
 from service.api.routes.text import StorableText
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
 from service.web.negotiation import HtmlRoute
+from service.web.plan_view import plan_beside
 from service.web.rendering import render
 from service.web.views import StudyPage, study_card, study_page
 from studies.catalog import SIZES
+from studies.planning import History, read_history
+from studies.spec import StudySpec
 from studies.store import (
     StudyNotFoundError,
     StudyStatus,
@@ -130,12 +135,12 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
     """The study's page data (None: no such study): the store read at the gate, the views and figures
     built in a worker thread that holds no connection."""
     try:
-        study, trials, histories, sequential, looks = await database.read(
+        study, trials, histories, sequential, looks, history = await database.read(
             partial(_study_data, study_id=study_id)
         )
     except StudyNotFoundError:
         return None
-    return await run_in_threadpool(
+    page = await run_in_threadpool(
         partial(
             study_page,
             study,
@@ -148,12 +153,30 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
             mlflow_user=mlflow_sign_in_user(),
         )
     )
+    if history is None:
+        return page
+    plan = await run_in_threadpool(
+        partial(
+            plan_beside,
+            study,
+            trials,
+            history=history,
+            cluster=cluster_of(settings),
+            limits=settings.study_limits,
+        )
+    )
+    return replace(page, plan=plan)
 
 
 def _study_data(
     session: Session, *, study_id: str
 ) -> tuple[
-    StudyView, list[TrialView], dict[str, list[dict[str, Any]]], SequentialSummary | None, list[LookRecord]
+    StudyView,
+    list[TrialView],
+    dict[str, list[dict[str, Any]]],
+    SequentialSummary | None,
+    list[LookRecord],
+    History | None,
 ]:
     """The study, its trials and their histories, its sequential summary and looks (what its completeness
     counts a sequential design's trials from)."""
@@ -161,7 +184,17 @@ def _study_data(
     trials = list_trials(session, study_id=study_id)
     histories = study_histories(session, study_id=study_id) if trials else {}
     looks = study_looks(session, study.id) if study.spec.get("sequential") else []
-    return study, trials, histories, study_sequential(session, study=study), looks
+    return study, trials, histories, study_sequential(session, study=study), looks, _history(session, study)
+
+
+def _history(session: Session, study: StudyView) -> History | None:
+    """Earlier studies of the study's dataset and model, which its plan is priced from; None when its
+    stored spec no longer validates (then the page has no plan)."""
+    try:
+        spec = StudySpec.model_validate(study.spec)
+    except ValueError:
+        return None
+    return read_history(session, spec)
 
 
 def _not_found(request: Request, message: str) -> Response:

@@ -16,6 +16,7 @@ import yaml
 from markupsafe import Markup
 
 from service.api.mlflow_links import mlflow_ui_url
+from service.web.plan_view import PlanBeside
 from studies.spec import DATASET_METRICS
 from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, SubmitFailureView, TrialView
 from studies.store.completeness import study_completeness
@@ -185,6 +186,7 @@ class StudyPage:
     # Once the study ended: whether every trial it planned is stored (None while it runs: its progress says).
     completeness: CompletenessView | None = None
     mlflow_user: str | None = None  # whom MLflow's UI asks to sign in as (None: it asks nothing)
+    plan: PlanBeside | None = None  # its plan before launch beside what it spent (service.web.plan_view)
 
 
 def ray_job_url(dashboard_url: str, job_id: str) -> str:

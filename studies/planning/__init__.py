@@ -15,7 +15,7 @@ Layout: `model` (the StudyPlan the API answers), `trials` (seed batches, workloa
 studies.spec.memory's estimate against the server's limits), `plan` (putting them together).
 """
 
-from studies.planning.history import History, read_history
+from studies.planning.history import History, read_history, without_study
 from studies.planning.model import (
     Cost,
     FixedDesignPlan,
@@ -49,4 +49,5 @@ __all__ = [
     "WallPricing",
     "plan_study",
     "read_history",
+    "without_study",
 ]

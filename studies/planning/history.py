@@ -19,7 +19,15 @@ from sqlalchemy.orm import Session
 from studies.spec import StudySpec
 from studies.store import Phase, Study, StudyStatus, Trial, TrialStatus
 
-__all__ = ["MAX_STUDIES", "History", "PairedValues", "TimedTrial", "read_history", "study_label"]
+__all__ = [
+    "MAX_STUDIES",
+    "History",
+    "PairedValues",
+    "TimedTrial",
+    "read_history",
+    "study_label",
+    "without_study",
+]
 
 MAX_STUDIES = 10  # the newest matching studies read: enough to time a cluster, bounded for the query
 _CANDIDATES = 200  # studies of the dataset looked at for a matching model, newest first
@@ -142,3 +150,13 @@ def read_history(session: Session, spec: StudySpec) -> History:
         if row.status == StudyStatus.SUCCEEDED.value and row.kind == "compare" and row.id in finals
     )
     return History(tuple(timed), paired)
+
+
+def without_study(history: History, study_id: str) -> History:
+    """`history` less one study's trials and values: the plan a study had before it ran, priced from the
+    others (its own trials would predict it perfectly)."""
+    mine = f"({study_id})"
+    return History(
+        timed=tuple(t for t in history.timed if not t.study.endswith(mine)),
+        paired=tuple(p for p in history.paired if not p.study.endswith(mine)),
+    )

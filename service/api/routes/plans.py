@@ -21,7 +21,7 @@ from service.api.routes.spec_body import read_spec, spec_request_body
 from service.settings import Settings
 from studies.planning import Cluster, StudyPlan, plan_study, read_history
 
-__all__ = ["router"]
+__all__ = ["cluster_of", "router"]
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 
@@ -30,7 +30,7 @@ _SPEC_BODY = spec_request_body(
 )
 
 
-def _cluster(settings: Settings) -> Cluster:
+def cluster_of(settings: Settings) -> Cluster:
     """What the API knows of the cluster studies run on: the local head `normlab serve` starts (its
     NORMLAB_RAY_NUM_CPUS / _GPUS, else this machine's CPUs and NVIDIA devices), or nothing of a cluster
     elsewhere (RAY_ADDRESS) beyond those settings."""
@@ -58,5 +58,5 @@ async def plan(request: Request, database: DatabaseDep, settings: SettingsDep) -
     spec = await read_spec(request, settings)
     history = await database.read(partial(read_history, spec=spec))
     return await anyio.to_thread.run_sync(
-        partial(plan_study, spec, history=history, cluster=_cluster(settings), limits=settings.study_limits)
+        partial(plan_study, spec, history=history, cluster=cluster_of(settings), limits=settings.study_limits)
     )

@@ -1,0 +1,124 @@
+"""A study's plan beside what it spent, for its page: the trials and wall time the plan gave its spec
+before launch (priced from the other studies of its dataset and model, never from its own trials), and
+the trials and time it has taken so far.
+
+The plan is computed once per study and spec in this process (the page polls every few seconds, and a
+sequential plan simulates the design): it is the before-launch figure, so caching it is its meaning too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from studies.limits import StudyLimits
+from studies.planning import Cluster, Cost, History, StudyPlan, plan_study, without_study
+from studies.spec import StudySpec
+from studies.store import StudyView, TrialView
+
+__all__ = ["PlanBeside", "plan_beside"]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    what: str
+    planned: str
+    spent: str
+
+
+@dataclass(frozen=True)
+class PlanBeside:
+    rows: tuple[PlanRow, ...]
+    wall_basis: str  # where the plan's wall time comes from
+    gpu_basis: str  # where its GPU-hours come from, or why there are none
+
+
+_PLANS: dict[tuple[str, str], StudyPlan] = {}
+_MAX_PLANS = 64
+
+
+def _plan(
+    study_id: str, spec: StudySpec, history: History, cluster: Cluster, limits: StudyLimits | None
+) -> StudyPlan:
+    key = (study_id, spec.model_dump_json())
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = plan_study(spec, history=without_study(history, study_id), cluster=cluster, limits=limits)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))  # the oldest: dicts keep insertion order
+        _PLANS[key] = plan
+    return plan
+
+
+def plan_beside(
+    study: StudyView,
+    trials: Sequence[TrialView],
+    *,
+    history: History,
+    cluster: Cluster,
+    limits: StudyLimits | None,
+    now: datetime | None = None,
+) -> PlanBeside | None:
+    """None when the stored spec no longer validates (the page shows the spec as stored instead)."""
+    try:
+        spec = StudySpec.model_validate(study.spec)
+    except ValueError:
+        return None
+    plan = _plan(study.id, spec, history, cluster, limits)
+    done = sum(1 for t in trials if t.status != "running")
+    expected = _expected(plan)
+    rows = [
+        PlanRow(
+            "trials (one per seed)",
+            f"{plan.planned.trials:g}" + (f" at most, {expected.trials:.1f} expected" if expected else ""),
+            f"{done} ended, {len(trials) - done} running",
+        ),
+        PlanRow(
+            "final seeds per method",
+            f"{plan.planned.seeds_per_method:g}"
+            + (f" at most, {expected.seeds_per_method:.1f} expected" if expected else ""),
+            _seeds_spent(trials),
+        ),
+        PlanRow("wall time", _hours(plan.planned.wall_hours), _elapsed(study, now)),
+        PlanRow(f"GPU-hours ({plan.gpu.gpu})", _hours(plan.planned.gpu_hours, unit="GPU-h"), "not metered"),
+    ]
+    return PlanBeside(
+        rows=tuple(rows),
+        wall_basis="; ".join(plan.wall.basis) if plan.wall.basis else plan.wall.source,
+        gpu_basis="; ".join(plan.gpu.basis) if plan.gpu.basis else plan.gpu.provenance,
+    )
+
+
+def _expected(plan: StudyPlan) -> Cost | None:
+    """The sequential design's expected cost under the effect it was sized for, None for a fixed design."""
+    if plan.sequential is None or not plan.sequential.scenarios:
+        return None
+    return plan.sequential.scenarios[0].expected
+
+
+def _seeds_spent(trials: Sequence[TrialView]) -> str:
+    final = [t for t in trials if t.phase in ("final", "grid") and t.seed is not None]
+    by_method: dict[str, set[int]] = {}
+    for t in final:
+        by_method.setdefault(t.method, set()).add(int(t.seed or 0))
+    return ", ".join(f"{m} {len(s)}" for m, s in by_method.items()) or "none yet"
+
+
+def _hours(value: float | None, *, unit: str = "") -> str:
+    if value is None:
+        return "no prediction"
+    if unit:
+        return f"{value:.2f} {unit}"
+    return f"{60 * value:.1f} min" if value < 2 else f"{value:.1f} h"
+
+
+def _elapsed(study: StudyView, now: datetime | None) -> str:
+    if study.started_at is None:
+        return "not started"
+    end = study.finished_at or now or datetime.now(timezone.utc)
+    start = study.started_at if study.started_at.tzinfo else study.started_at.replace(tzinfo=timezone.utc)
+    end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+    minutes = (end - start).total_seconds() / 60
+    so_far = "" if study.finished_at else " so far"
+    return f"{minutes:.1f} min{so_far}" if minutes < 120 else f"{minutes / 60:.1f} h{so_far}"
