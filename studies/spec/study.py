@@ -43,12 +43,13 @@ from studies.spec.sections import (
 class StudySpec(_Strict):
     """A study: which methods to compare on which dataset, how to tune them and on which seeds."""
 
-    name: str = Field(min_length=1, max_length=120)
+    # The schema's pattern states what _name_not_blank checks (a visible character), whose message says why.
+    name: str = Field(min_length=1, max_length=120, json_schema_extra={"pattern": r"\S"})
     description: str | None = Field(None, max_length=4000)
     dataset: str
     kind: Literal["compare", "grid"] = "compare"
     model: ModelSpec = Field(default_factory=ModelSpec)
-    methods: list[str] = Field(min_length=1)
+    methods: list[str] = Field(min_length=1, json_schema_extra={"uniqueItems": True})
     # Knob distributions shared by every method; each knob must apply to every method.
     search: dict[str, Distribution] = Field(default_factory=dict)
     # Per-method knobs, added to (and overriding) `search` for that method only.
@@ -59,10 +60,14 @@ class StudySpec(_Strict):
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     # Seeds of the final phase (or of every grid point): replicates, the same for every method. With
     # `sequential`, leave it out: validation fills in the design's seeds, 0 to max_seeds - 1.
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1, 2], min_length=1, json_schema_extra={"uniqueItems": True}
+    )
     # Seeds of the tune phase, disjoint from `seeds` so the configs are not picked on the seeds that then
     # report them. None -> [max(seeds) + 1]. The tune phase runs every sample on the first (`tune_seed`).
-    tune_seeds: list[int] | None = Field(None, min_length=1, validate_default=True)
+    tune_seeds: list[int] | None = Field(
+        None, min_length=1, validate_default=True, json_schema_extra={"uniqueItems": True}
+    )
     # Seeds added look by look until each comparison is decided, instead of all of `seeds` for every method
     # (kind: compare). Its seeds are derived, 0 to max_seeds - 1, and fill `seeds` in; None: fixed seeds.
     sequential: SequentialDesign | None = None
