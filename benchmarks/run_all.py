@@ -25,6 +25,7 @@ BENCHMARKS = (
     "benchmarks.bench_orchestration",
     "benchmarks.bench_api_burst",
     "benchmarks.bench_idle_memory",
+    "benchmarks.bench_sequential",
 )
 
 

@@ -328,6 +328,10 @@ class SequentialMonitor:
         )
         efficacy = boundaries.efficacy[-1]
         futility = self._futility_bound(fractions, se, n - 1) if fractions[-1] < 1.0 else None
+        if futility is not None:
+            # Bounds that cross leave no room to go on: below the efficacy bound is then a futility stop, so
+            # the futility bound is drawn and stored at the efficacy bound (the decisions are the same).
+            futility = min(futility, efficacy)
         statistic = abs(z) if sided == 2 else z
         if statistic >= efficacy or crossed_earlier:
             decision = {"superiority": "efficacy", "non_inferiority": "non_inferior"}.get(
