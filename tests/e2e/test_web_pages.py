@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.e2e.conftest import MLFLOW_CREDENTIALS
 from tests.e2e.specs import GRID_METHODS, GRID_SEEDS, two_method_grid
 
 pytestmark = pytest.mark.slow
@@ -50,7 +51,14 @@ def test_a_browser_follows_a_study_from_the_home_page_to_its_curves(running_serv
     assert browser_page.broken_links() == {}
     mlflow = page.locator("#study-links [data-field=mlflow]").get_attribute("href") or ""
     assert mlflow.startswith(running_service.mlflow_url), mlflow
-    assert httpx.get(mlflow.split("#", 1)[0], timeout=30).status_code == 200  # MLflow's UI answers
+    # MLflow's UI asks a browser to sign in, and answers once it has (the stack's MLflow requires it).
+    ui = mlflow.split("#", 1)[0]
+    assert httpx.get(ui, timeout=30).status_code == 401
+    signed_in = (
+        MLFLOW_CREDENTIALS["MLFLOW_TRACKING_USERNAME"],
+        MLFLOW_CREDENTIALS["MLFLOW_TRACKING_PASSWORD"],
+    )
+    assert httpx.get(ui, auth=signed_in, timeout=30).status_code == 200
     ray_job = page.locator("#study-links [data-field=ray-job]").get_attribute("href") or ""
     assert ray_job.startswith(f"{running_service.ray_dashboard_url}/#/jobs/"), ray_job
 
