@@ -14,7 +14,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from studies.store._trials import _domain, _json_safe, _many
+from studies.numbers import json_safe
+from studies.store._trials import _domain, _many
 from studies.store.errors import (
     InvalidTrialError,
     StudyNotFoundError,
@@ -45,7 +46,7 @@ def record_trial_epoch(
         "trial_key": trial_key,
         "epoch": epoch,
         "study_id": study_id,
-        "metrics": _json_safe({k: v for k, v in metrics.items() if k != EPOCH_KEY}),
+        "metrics": json_safe({k: v for k, v in metrics.items() if k != EPOCH_KEY}),
         "recorded_at": utcnow(),
     }
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert

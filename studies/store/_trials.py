@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
+from studies.numbers import json_safe
 from studies.store.errors import InvalidTrialError, StudyNotFoundError, TrialKeyConflictError
 from studies.store.status import Phase, TrialStatus, outcome_of_running_trials
 from studies.store.tables import Study, Trial, utcnow
@@ -69,11 +69,11 @@ def record_trial(
         "phase": phase_value,
         "method": method,
         "group_label": group,
-        "config": _json_safe(dict(config)),
+        "config": json_safe(dict(config)),
         "seed": seed,
         "status": status_value,
-        "metrics": _json_safe(dict(metrics)),
-        "metric_value": _json_safe(metric_value),
+        "metrics": json_safe(dict(metrics)),
+        "metric_value": json_safe(metric_value),
         "mlflow_run_id": mlflow_run_id,
         "error": error,
         "created_at": now,
@@ -142,18 +142,6 @@ def _domain(enum: type[Enum], value: Any, field: str) -> str:
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
         raise InvalidTrialError(f"trial {field} must be one of {allowed}, got {value!r}") from None
-
-
-def _json_safe(value: Any) -> Any:
-    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
-        value = value.item()  # numpy scalars (float32 is not a float) become plain Python numbers
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def fill_trial_mlflow_run(session: Session, *, study_id: str, trial_key: str, mlflow_run_id: str) -> bool:

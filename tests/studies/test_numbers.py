@@ -20,3 +20,15 @@ def test_finite_ints_and_floats_are_numbers(value):
 def test_bools_missing_values_and_non_finite_values_are_not(value):
     assert not is_finite_number(value)
     assert finite_or_none(value) is None
+
+
+def test_json_safe_gives_strict_json_for_non_finite_numbers_numpy_scalars_and_keys():
+    import json
+
+    import numpy as np
+
+    from studies.numbers import json_safe
+
+    value = {"z": float("inf"), 1: [float("nan"), np.float32(0.5)], "t": (2, "x")}
+    assert json_safe(value) == {"z": None, "1": [None, 0.5], "t": [2, "x"]}
+    json.dumps(json_safe(value), allow_nan=False)

@@ -19,6 +19,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
+from studies.numbers import json_safe
 from studies.sequential import DECISIONS, LookRecord, SequentialMonitor
 from studies.spec import StudySpec
 from studies.store import TrialStatus, list_trials, make_engine, record_look, session_scope
@@ -115,20 +116,9 @@ class StoredLooks:
                         )
             text = describe_look(record, two_sided=_two_sided(monitor))
             client.set_tag(self.parent_run_id, f"normlab.look.{record.look}", text[:5000])
-            client.log_dict(self.parent_run_id, _json_safe(monitor.to_json()), "sequential.json")
+            client.log_dict(self.parent_run_id, json_safe(monitor.to_json()), "sequential.json")
         except Exception as exc:  # tracking never fails a study
             log.warning("could not log look %d to MLflow: %s", record.look, exc)
-
-
-def _json_safe(value: Any) -> Any:
-    """Strict JSON: a statistic of seeds that agree exactly (+-inf) or a missing number (NaN) becomes null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def replay_from_values(

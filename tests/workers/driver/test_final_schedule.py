@@ -122,8 +122,8 @@ def test_seed_values_read_one_seed_nested_and_flattened_batches_and_skip_non_fin
 def test_the_mlflow_copy_of_the_looks_is_strict_json_even_where_seeds_agree_exactly():
     import json
 
-    from workers.driver.looks import _json_safe
+    from studies.numbers import json_safe
 
-    assert json.dumps(_json_safe({"z": float("inf"), "p": [float("nan"), 0.1]}), allow_nan=False) == (
+    assert json.dumps(json_safe({"z": float("inf"), "p": [float("nan"), 0.1]}), allow_nan=False) == (
         '{"z": null, "p": [null, 0.1]}'
     )
