@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from studies.planning import Cluster, History, plan_study, read_history
+from studies.planning import Cluster, History, plan_study, read_history, without_study
 from studies.spec import StudySpec
 from studies.store import StudyStatus, list_studies, list_trials, make_engine, session_scope
 
@@ -49,13 +49,7 @@ def rows(database_url: str, cluster: Cluster) -> list[list[str]]:
             seeds = {m: len({t.seed for t in finals if t.method == m}) for m in spec.methods}
             ran = _ran_as(spec, seeds)
             history = read_history(session, ran)
-            # Leave the study out: its own trials would predict it perfectly.
-            others = History(
-                timed=tuple(
-                    t for t in history.timed if not t.study.endswith(f"({study.id})") and t.study != study.id
-                ),
-                paired=history.paired,
-            )
+            others = without_study(history, study.id)  # its own trials would predict it perfectly
             prior = plan_study(ran, history=History(), cluster=cluster, simulations=200).planned.wall_hours
             informed = plan_study(ran, history=others, cluster=cluster, simulations=200).planned.wall_hours
             measured = (study.finished_at - study.started_at).total_seconds() / 3600.0
