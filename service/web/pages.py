@@ -29,7 +29,7 @@ from service.api.routes.text import StorableText
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
 from service.web.negotiation import HtmlRoute
-from service.web.plan_view import plan_beside
+from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
 from service.web.views import StudyPage, study_card, study_page
 from studies.catalog import SIZES
@@ -189,12 +189,13 @@ def _study_data(
 
 def _history(session: Session, study: StudyView) -> History | None:
     """Earlier studies of the study's dataset and model, which its plan is priced from; None when its
-    stored spec no longer validates (then the page has no plan)."""
+    stored spec no longer validates (then the page has no plan). Once the plan is cached (the page polls
+    every few seconds) it is priced already: no read."""
     try:
         spec = StudySpec.model_validate(study.spec)
     except ValueError:
         return None
-    return read_history(session, spec)
+    return History() if is_planned(study.id, spec) else read_history(session, spec)
 
 
 def _not_found(request: Request, message: str) -> Response:

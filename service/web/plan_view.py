@@ -17,7 +17,7 @@ from studies.planning import Cluster, Cost, History, StudyPlan, plan_study, with
 from studies.spec import StudySpec
 from studies.store import StudyView, TrialView
 
-__all__ = ["PlanBeside", "plan_beside"]
+__all__ = ["PlanBeside", "is_planned", "plan_beside"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class PlanBeside:
 
 _PLANS: dict[tuple[str, str], StudyPlan] = {}
 _MAX_PLANS = 64
+
+
+def is_planned(study_id: str, spec: StudySpec) -> bool:
+    """Whether the study's plan is cached: its page then needs no history read from the store."""
+    return (study_id, spec.model_dump_json()) in _PLANS
 
 
 def _plan(
