@@ -9,8 +9,10 @@ tested at, and its decision. `open_arms()` names the methods that train the next
 reference trains while any comparison is open). The simulation benchmark drives the same class.
 
 The statistic of each comparison is a paired t over the seeds both arms have (d_s = method - reference,
-turned so that a positive d is an improvement in the metric's direction), matched to the z boundaries by
-its tail probability (`z_from_t`):
+turned so that a positive d is an improvement in the metric's direction), compared with boundaries
+calibrated on the paired t process at the seed counts reached (`studies.sequential.paired_t`), so the
+error holds with two or three seeds at a look. Looks are stored and drawn on the z scale (the statistic
+and its boundary both matched by tail probability, `z_from_t`), where the decisions read the same:
 
 - superiority: two-sided, Z = mean / se, efficacy when |Z| >= c_k;
 - non_inferiority: one-sided, Z = (mean + margin) / se;
@@ -39,13 +41,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
-from studies.sequential.boundaries import Boundaries, critical_values, efficacy_boundaries
-from studies.sequential.inference import repeated_confidence_interval, stagewise_p_value, z_from_t
+from studies.sequential.inference import z_from_t
 from studies.sequential.multiplicity import holm_level
-from studies.sequential.spending import spending_function
+from studies.sequential.paired_t import PairedTDesign, paired_t_design
 from studies.spec.sections import SequentialDesign
 
 __all__ = [
@@ -162,15 +162,8 @@ class ComparisonOutcome:
     p_value: float | None  # stage-wise ordering at its stop; None while open or without a point
 
 
-@lru_cache(maxsize=4096)
-def _beta_bound_t(fractions: tuple[float, ...], beta: float, spending: str, df: int) -> float:
-    """The futility test's last bound on the t scale (see SequentialMonitor._futility_bound)."""
-    return critical_values(_design(fractions, beta, 1, spending), [df] * len(fractions))[-1]
-
-
-@lru_cache(maxsize=4096)
-def _design(fractions: tuple[float, ...], level: float, sided: int, spending: str) -> Boundaries:
-    return efficacy_boundaries(fractions, alpha=level, sided=sided, spending=spending_function(spending))  # type: ignore[arg-type]
+def _design(seeds: tuple[int, ...], max_seeds: int, level: float, sided: int, spending: str) -> PairedTDesign:
+    return paired_t_design(seeds, max_seeds=max_seeds, level=level, sided=sided, spending=spending)  # type: ignore[arg-type]
 
 
 class SequentialMonitor:
@@ -318,16 +311,17 @@ class SequentialMonitor:
         se = sd / math.sqrt(n)
         t = self._statistic(mean, se)
         z = z_from_t(t, n - 1) if math.isfinite(t) else t
-        fractions = (*tuple(p.fraction for p in state.points), min(1.0, n / design.max_seeds))
+        seeds = (*tuple(p.seeds for p in state.points), n)
         earlier_z = [p.z for p in state.points]
         sided = 2 if design.test == "superiority" else 1
-        boundaries = _design(fractions, level, sided, design.spending)
+        boundaries = _design(seeds, design.max_seeds, level, sided, design.spending)
         crossed_earlier = any(
             (abs(z_k) if sided == 2 else z_k) >= c
-            for z_k, c in zip(earlier_z, boundaries.efficacy, strict=False)
+            for z_k, c in zip(earlier_z, boundaries.efficacy_z, strict=False)
         )
-        efficacy = boundaries.efficacy[-1]
-        futility = self._futility_bound(fractions, se, n - 1) if fractions[-1] < 1.0 else None
+        efficacy = boundaries.efficacy_z[-1]
+        fraction = boundaries.fractions[-1]
+        futility = self._futility_bound(seeds, se) if fraction < 1.0 else None
         if futility is not None:
             # Bounds that cross leave no room to go on: below the efficacy bound is then a futility stop, so
             # the futility bound is drawn and stored at the efficacy bound (the decisions are the same).
@@ -337,31 +331,32 @@ class SequentialMonitor:
             decision = {"superiority": "efficacy", "non_inferiority": "non_inferior"}.get(
                 design.test, "equivalent"
             )
-        elif design.test == "equivalence" and self._outside_margin(mean, se, boundaries, n):
+        elif design.test == "equivalence" and self._outside_margin(mean, se, boundaries):
             decision = "not_equivalent"
         elif futility is not None and statistic <= futility:
             decision = "futility"
         else:
             decision = "open"
         return LookPoint(
-            look=look, seeds=n, fraction=fractions[-1], estimate=mean, sd=sd, standard_error=se, z=z,
+            look=look, seeds=n, fraction=fraction, estimate=mean, sd=sd, standard_error=se, z=z,
             level=level, efficacy=efficacy, futility=futility, decision=decision,
         )  # fmt: skip
 
-    def _futility_bound(self, fractions: tuple[float, ...], se: float, df: int) -> float | None:
+    def _futility_bound(self, seeds: tuple[int, ...], se: float) -> float | None:
         """The look's non-binding futility bound on the statistic's z scale, None without one.
 
         Superiority stops when the look rejects a true difference of `effect` (either sign); non_inferiority
         when it shows the method worse by more than the margin (its own statistic far below 0). Each is
-        one-sided, with 1 - power spent over the looks by the design's spending function. Under the
-        difference tested the statistic is a central t, so matching the bound to t by its tail is exact,
-        as for the efficacy bound. For superiority P(a futility stop | the effect) is at most 1 - power;
+        one-sided, with 1 - power spent over the looks by the design's spending function, on the same
+        calibrated paired-t law as the efficacy bounds (under the difference tested the statistic is a
+        central t process). For superiority P(a futility stop | the effect) is at most 1 - power;
         for non_inferiority a stop needs the method beyond the margin, which a level method almost never is.
         """
         design = self.design
         if not design.futility or design.test == "equivalence" or se <= 0.0:
             return None
-        bound_t = _beta_bound_t(fractions, 1.0 - design.power, design.spending, df)
+        df = seeds[-1] - 1
+        bound_t = _design(seeds, design.max_seeds, 1.0 - design.power, 1, design.spending).efficacy_t[-1]
         if not math.isfinite(bound_t):
             return None
         if design.test == "non_inferiority":
@@ -369,10 +364,8 @@ class SequentialMonitor:
         # (|mean| - effect) / se <= -bound, i.e. |mean| / se <= effect / se - bound.
         return z_from_t(float(design.effect or 0.0) / se - bound_t, df)
 
-    def _outside_margin(self, mean: float, se: float, boundaries: Boundaries, n: int) -> bool:
-        low, high = repeated_confidence_interval(
-            mean, se, boundaries, boundaries.looks, degrees_of_freedom=n - 1
-        )
+    def _outside_margin(self, mean: float, se: float, boundaries: PairedTDesign) -> bool:
+        low, high = boundaries.interval(mean, se, boundaries.looks)
         margin = float(self.design.margin or 0.0)
         return low >= margin or high <= -margin
 
@@ -400,15 +393,9 @@ class SequentialMonitor:
                 )
                 continue
             last = state.points[-1]
-            fractions = tuple(p.fraction for p in state.points)
-            boundaries = _design(fractions, last.level, sided, design.spending)
-            interval = repeated_confidence_interval(
-                last.estimate,
-                last.standard_error,
-                boundaries,
-                len(fractions),
-                degrees_of_freedom=last.seeds - 1,
-            )
+            seeds = tuple(p.seeds for p in state.points)
+            boundaries = _design(seeds, design.max_seeds, last.level, sided, design.spending)
+            interval = boundaries.interval(last.estimate, last.standard_error, len(seeds))
             outcomes.append(
                 ComparisonOutcome(
                     method=method,
@@ -418,25 +405,23 @@ class SequentialMonitor:
                     estimate=last.estimate,
                     interval=interval,
                     interval_level=1.0 - last.level if sided == 2 else 1.0 - 2.0 * last.level,
-                    p_value=None if state.is_open else self._p_value(last, fractions, boundaries),
+                    p_value=None if state.is_open else self._p_value(last, boundaries),
                 )
             )
         return outcomes
 
-    def _p_value(self, last: LookPoint, fractions: tuple[float, ...], boundaries: Boundaries) -> float | None:
+    def _p_value(self, last: LookPoint, boundaries: PairedTDesign) -> float | None:
         if last.standard_error <= 0.0:
             return None
-        df = last.seeds - 1
-        look = len(fractions)
+        look = boundaries.looks
         if self.design.test == "equivalence":
             margin = float(self.design.margin or 0.0)
             tails = [
                 (last.estimate + margin) / last.standard_error,
                 (margin - last.estimate) / last.standard_error,
             ]
-            return max(stagewise_p_value(t, boundaries, look, degrees_of_freedom=df) for t in tails)
-        t = self._statistic(last.estimate, last.standard_error)
-        return stagewise_p_value(t, boundaries, look, degrees_of_freedom=df)
+            return max(boundaries.stagewise_p(t, look) for t in tails)
+        return boundaries.stagewise_p(self._statistic(last.estimate, last.standard_error), look)
 
     # -- persistence ------------------------------------------------------------------------------------
 
