@@ -25,7 +25,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 import numpy as np
@@ -113,7 +113,7 @@ class PairedTDesign:
     def fractions(self) -> tuple[float, ...]:
         return tuple(min(1.0, n / self.max_seeds) for n in self.seeds)
 
-    @property
+    @cached_property
     def efficacy_z(self) -> tuple[float, ...]:
         """The boundaries on the z scale (matched by tail probability), where look statistics are drawn."""
         return tuple(
