@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from studies.knobs import Knob
+from studies.spec.integers import Integer
 from studies.spec.names import Scalar
 
 
@@ -55,9 +56,9 @@ class IntRange(_Strict):
     """An integer drawn from low..high inclusive (every `step`, or log-uniformly when `log`)."""
 
     type: Literal["int"]
-    low: int
-    high: int
-    step: int = Field(1, ge=1)
+    low: Integer
+    high: Integer
+    step: Integer = Field(1, ge=1)
     log: bool = False
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ design."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from studies.spec.distributions import _Strict
+from studies.spec.integers import Integer, PositiveInteger, Severity, integral_to_int
 from studies.spec.names import _DATASET_FAMILY, _FAMILY_BACKBONE, KNOWN_MODELS, MODEL_CONFIG_FIELDS, Scalar
 from studies.trial_config import Key
 
@@ -49,9 +50,9 @@ class SchedulerSpec(_Strict):
     """Early stopping of tuning trials: `asha` (Ray Tune ASHAScheduler) or `none`; `scheduler: asha` works."""
 
     type: Literal["asha", "none"] = "none"
-    grace_period: int = Field(1, ge=1)  # epochs every trial runs before ASHA may stop it
+    grace_period: Integer = Field(1, ge=1)  # epochs every trial runs before ASHA may stop it
     reduction_factor: float = Field(3.0, gt=1.0)  # ASHA keeps 1/reduction_factor of trials per rung
-    max_t: int | None = Field(None, ge=1)  # None: the budget's epochs
+    max_t: PositiveInteger | None = None  # None: the budget's epochs
 
     @model_validator(mode="before")
     @classmethod
@@ -62,9 +63,9 @@ class SchedulerSpec(_Strict):
 class Budget(_Strict):
     """Training budget of every trial."""
 
-    epochs: int = Field(10, ge=1)
-    batch_size: int = Field(128, ge=1, le=65_536)
-    warmup_epochs: int = Field(0, ge=0)  # linear warmup before the cosine schedule
+    epochs: Integer = Field(10, ge=1)
+    batch_size: Integer = Field(128, ge=1, le=65_536)
+    warmup_epochs: Integer = Field(0, ge=0)  # linear warmup before the cosine schedule
     # torch.compile of each trial's training forward: "default" (inductor kernels) or "reduce-overhead"
     # (inductor plus CUDA graphs, for small models that leave a GPU launch-bound). Falls back to eager,
     # with a warning, where no compiler is available.
@@ -90,7 +91,7 @@ class DataOptions(_Strict):
     """
 
     corruptions: list[str] | None = Field(None, min_length=1)  # None: gaussian_noise, motion_blur, brightness
-    severities: list[Annotated[int, Field(ge=1, le=5)]] | None = Field(None, min_length=1)  # None: [3]
+    severities: list[Severity] | None = Field(None, min_length=1)  # None: [3]
 
     @field_validator("corruptions", "severities")
     @classmethod
@@ -138,6 +139,7 @@ class Resources(_Strict):
     def _seed_batch_size(cls, k: Any) -> Any:
         if k == "auto":
             return k
+        k = integral_to_int(k)  # 2.0 is 2, as for every integer field (studies.spec.integers)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEEDS_PER_TRIAL:
             raise ValueError(
                 f"seeds_per_trial must be 'auto' or an integer in [1, {MAX_SEEDS_PER_TRIAL}], got {k!r}"
@@ -170,9 +172,9 @@ class SequentialDesign(_Strict):
     # non_inferiority: is the method worse than the reference by less than `margin` (in the metric's own
     # direction)? equivalence: does the difference lie within +-margin?
     test: SequentialTest = "superiority"
-    first_seeds: int = 3  # seeds of every method before the first look; >= 2, a spread needs two
-    seeds_per_look: int = 2  # seeds added to each method still open, per look; >= 1
-    max_seeds: int = 10  # cap per method; the last look may add fewer than seeds_per_look to reach it
+    first_seeds: Integer = 3  # seeds of every method before the first look; >= 2, a spread needs two
+    seeds_per_look: Integer = 2  # seeds added to each method still open, per look; >= 1
+    max_seeds: Integer = 10  # cap per method; the last look may add fewer than seeds_per_look to reach it
     alpha: float = 0.05  # family-wise type-I error across every comparison and every look; in (0, 0.5)
     power: float = 0.8  # chance to decide a comparison whose true difference is `effect`; in (0.5, 1)
     effect: float | None = None  # smallest difference of interest (superiority and its futility bound)

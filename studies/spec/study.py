@@ -27,6 +27,7 @@ from studies.spec.distributions import (
     _Strict,
     has_searchable_knobs,
 )
+from studies.spec.integers import Integer, integral_to_int
 from studies.spec.names import DEFAULT_NUM_SAMPLES
 from studies.spec.rules import _default_tune_seed, rule_errors
 from studies.spec.sections import (
@@ -60,22 +61,22 @@ class StudySpec(_Strict):
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     # Seeds of the final phase (or of every grid point): replicates, the same for every method. With
     # `sequential`, leave it out: validation fills in the design's seeds, 0 to max_seeds - 1.
-    seeds: list[int] = Field(
+    seeds: list[Integer] = Field(
         default_factory=lambda: [0, 1, 2], min_length=1, json_schema_extra={"uniqueItems": True}
     )
     # Seeds of the tune phase, disjoint from `seeds` so the configs are not picked on the seeds that then
     # report them. None -> [max(seeds) + 1]. The tune phase runs every sample on the first (`tune_seed`).
-    tune_seeds: list[int] | None = Field(
+    tune_seeds: list[Integer] | None = Field(
         None, min_length=1, validate_default=True, json_schema_extra={"uniqueItems": True}
     )
     # Seeds added look by look until each comparison is decided, instead of all of `seeds` for every method
     # (kind: compare). Its seeds are derived, 0 to max_seeds - 1, and fill `seeds` in; None: fixed seeds.
     sequential: SequentialDesign | None = None
-    split_seed: int = Field(0, ge=0)  # fixes the train/val split for every trial of the study
+    split_seed: Integer = Field(0, ge=0)  # fixes the train/val split for every trial of the study
     budget: Budget = Field(default_factory=Budget)
     data: DataOptions = Field(default_factory=DataOptions)  # corruption eval sets (cifar10_c & co)
     resources: Resources = Field(default_factory=Resources)
-    max_failures: int = Field(1, ge=0, le=10)  # retries per trial after a crash
+    max_failures: Integer = Field(1, ge=0, le=10)  # retries per trial after a crash
     reference_method: str | None = None  # None: frozen_ln when compared, else the first method
     # The paper's reported value per method, in the metric's own unit (accuracy as a fraction in [0, 1]).
     paper_numbers: dict[str, float] = Field(default_factory=dict)
@@ -140,6 +141,15 @@ class StudySpec(_Strict):
         if not isinstance(spaces, Mapping):
             return spaces
         return {m: _scalar_shorthand(space) for m, space in spaces.items()}
+
+    @field_validator("num_samples", mode="before")
+    @classmethod
+    def _integral_samples(cls, num_samples: Any) -> Any:
+        # 2.0 is 2, as for every integer field (studies.spec.integers); converted here rather than with
+        # Integer in the union, whose branches pydantic would then name after the conversion in a 422's loc.
+        if isinstance(num_samples, Mapping):
+            return {method: integral_to_int(count) for method, count in num_samples.items()}
+        return integral_to_int(num_samples)
 
     @field_validator("num_samples")
     @classmethod

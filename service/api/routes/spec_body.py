@@ -157,12 +157,10 @@ def _walk(
     on_path.add(id(value))
     if isinstance(value, dict):
         for key, item in value.items():
-            if not isinstance(key, str) or text_problem(key):
-                problems.append(
-                    _problem(
-                        "key", path, f"the key {_show(key)} is not valid text; keys must be strings", None
-                    )
-                )
+            reason = text_problem(key) if isinstance(key, str) else "is not text: keys must be strings"
+            if reason:
+                # At the mapping that holds the key (`search`, `method_search`), which the message names.
+                problems.append(_problem("key", path, f"the key {_show(key)} {reason}", None))
                 continue
             _walk(item, (*path, key), on_path, seen, problems)
     else:

@@ -14,7 +14,7 @@ __all__ = ["NamedText", "StorableText", "text_problem"]
 def text_problem(text: str) -> str | None:
     """Why the store could not keep `text`, or None when it can."""
     if "\x00" in text:
-        return "contains a NUL character"
+        return "contains a NUL character (\\u0000): NUL characters are not allowed"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -10,6 +10,10 @@ claim, a reference row: like a 404, but at its query parameter), an Idempotency-
 another spec, and a spec that breaks a rule about its content (cross-field rules such as low < high, the
 server's study limits), always at a field inside the spec.
 
+The last test checks one case by hand, with a JSON Schema validator: `integer` counts 3.0 as an integer
+(a number with no fractional part), so the API takes 3.0 in an integer field and refuses 3.5, `true` and
+"3", as the schema does.
+
 Path ids point at a stored study and trial, so a request gets past its 404 to the checks of its query
 and body (the fuzz test, tests/service/api/test_api_fuzz.py, sends unknown ids). SQLite only: the schema
 is the same on either database. Derandomized, a fixed budget per operation.
@@ -17,11 +21,15 @@ is the same on either database. Derandomized, a fixed budget per operation.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from jsonschema import Draft202012Validator
 from schemathesis import Case
 
+from tests.factories import quick_spec
 from tests.service.api.schema_cases import SEEDED_METHODS, openapi_document, seed_study, seeded_trial_key
 from tests.service.conftest import AUTH
 
@@ -34,7 +42,8 @@ CONFIG = schemathesis.Config.from_dict(
         "phases": {"stateful": {"enabled": False}},
     }
 )
-schema = schemathesis.openapi.from_dict(openapi_document(), config=CONFIG)
+DOCUMENT = openapi_document()
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
 
 # The operations that read a StudySpec body (service.api.routes.spec_body.read_spec).
 _SPEC_OPERATIONS = {("POST", "/studies"), ("POST", "/plans")}
@@ -113,3 +122,46 @@ def test_every_schema_valid_request_is_accepted(case: Case, seeded):
         assert problem is None, (
             f"{case.method} {case.formatted_path} query={case.query} body={case.body!r:.300}: {problem}"
         )
+
+
+# The request body's schema as a JSON Schema validator reads it (OpenAPI 3.1 schemas are draft 2020-12).
+SPEC_SCHEMA = Draft202012Validator(
+    {"$ref": "#/components/schemas/StudySpec", "components": DOCUMENT["components"]}
+)
+
+
+def _knobs(t_freeze: dict) -> dict:
+    return {"method_search": {"autonorm_s": {"tau": {"type": "fixed", "value": 0.5}, "t_freeze": t_freeze}}}
+
+
+# The quick spec without the shorthands the schema does not describe (`model: name`, `knob: value`).
+_FULL_FORM = {"model": {"preset": "vit_lite_tiny"}, **_knobs({"type": "int", "low": 1, "high": 3})}
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused_at"),
+    [
+        # JSON Schema's `integer` is any number with no fractional part: 3.0 is one, and is accepted.
+        ({"max_failures": 3.0}, None),
+        ({"budget": {"epochs": 4.0, "batch_size": 32.0}, "seeds": [0.0, 1.0, 2.0], "num_samples": 2.0}, None),
+        (_knobs({"type": "int", "low": 1.0, "high": 3.0}), None),
+        ({"max_failures": 3.5}, ["body", "max_failures"]),
+        ({"max_failures": True}, ["body", "max_failures"]),
+        ({"max_failures": "3"}, ["body", "max_failures"]),
+    ],
+    ids=["3.0", "whole-floats", "int-range", "3.5", "true", "numeric-string"],
+)
+def test_the_schema_and_the_validator_agree_on_what_an_integer_is(client, changes, refused_at):
+    spec = quick_spec(**{**_FULL_FORM, **changes})
+    schema_errors = [error.message for error in SPEC_SCHEMA.iter_errors(spec)]
+
+    response = client.post(
+        "/studies", content=json.dumps(spec), headers={"Content-Type": "application/json", **AUTH}
+    )
+
+    assert (not schema_errors) is (refused_at is None), schema_errors
+    if refused_at is None:
+        assert response.status_code == 201, response.text
+    else:
+        assert response.status_code == 422, response.text
+        assert refused_at in [error["loc"] for error in response.json()["detail"]]
