@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 from studies.spec import StudySpec
 
-__all__ = ["MEASURED_RATES", "TRAIN_EXAMPLES", "GpuCost", "predicted_gpu_cost"]
+__all__ = [
+    "MEASURED_RATES",
+    "TRAIN_EXAMPLES",
+    "GpuCost",
+    "final_trial_hours",
+    "predicted_gpu_cost",
+    "tune_phase_hours",
+]
 
 # Samples/s of one eager vit_lite_paper trial at 32 x 32 x 3 on an H200 (BENCHMARKS.md, "1 trial, eager").
 MEASURED_RATES: dict[str, float] = {"frozen_ln": 5260.0, "autonorm_s": 2278.0}
@@ -64,31 +71,68 @@ def _asha_epochs(spec: StudySpec) -> float:
     return epochs + share * (budget - done)
 
 
-def predicted_gpu_cost(spec: StudySpec) -> GpuCost:
+def _no_rate(spec: StudySpec) -> str | None:
+    """Why nothing can be predicted for `spec`; None where its backbone and dataset can be priced."""
     model = spec.model.preset or spec.model.backbone(spec.dataset)
     if not model.startswith("vit_lite") or spec.dataset not in TRAIN_EXAMPLES:
-        return GpuCost(
-            None,
-            None,
-            False,
-            (f"no GPU step time has been measured for {model} on {spec.dataset}: no prediction",),
-        )
+        return f"no GPU step time has been measured for {model} on {spec.dataset}: no prediction"
+    return None
+
+
+def _geometry(spec: StudySpec) -> tuple[int, int, int]:
+    """(training examples per epoch, tokens, blocks) of a spec `_no_rate` accepts."""
     examples, side = TRAIN_EXAMPLES[spec.dataset]
     patch = int(spec.model.overrides.get("patch_size", 4))
     depth = int(spec.model.overrides.get("depth", _MEASURED_DEPTH))
-    tokens = (side // patch) ** 2 + 1
+    return examples, (side // patch) ** 2 + 1, depth
+
+
+def _epoch_seconds(spec: StudySpec, method: str) -> tuple[float, bool]:
+    """Seconds one trial of `method` takes per epoch, and whether its rate was measured as is."""
+    examples, tokens, depth = _geometry(spec)
+    rate, exact = _rate(method, tokens, depth)
+    return examples / rate, exact
+
+
+def final_trial_hours(spec: StudySpec) -> dict[str, float] | None:
+    """GPU-hours of one final-phase seed of each method, trained for the whole budget (of a grid method:
+    every point on that seed), priced as predicted_gpu_cost prices it; None where it predicts nothing.
+    A design that trains method m on n_m final seeds costs tune_phase_hours + sum of n_m * this[m]."""
+    if _no_rate(spec) is not None:
+        return None
+    points = {m: len(spec.grid_points(m)) if spec.kind == "grid" else 1 for m in spec.methods}
+    return {m: points[m] * spec.budget.epochs * _epoch_seconds(spec, m)[0] / 3600 for m in spec.methods}
+
+
+def tune_phase_hours(spec: StudySpec) -> float | None:
+    """GPU-hours of the tune phase with its trials stopped at ASHA's rungs (as `hours_with_asha` counts
+    them); None where nothing is predicted."""
+    if _no_rate(spec) is not None:
+        return None
+    if spec.kind == "grid":
+        return 0.0
+    epochs = _asha_epochs(spec)
+    tuned = [m for m in spec.methods if spec.tunes(m)]
+    return sum(spec.num_samples_for(m) * epochs * _epoch_seconds(spec, m)[0] for m in tuned) / 3600
+
+
+def predicted_gpu_cost(spec: StudySpec) -> GpuCost:
+    why_not = _no_rate(spec)
+    if why_not is not None:
+        return GpuCost(None, None, False, (why_not,))
+    examples, tokens, depth = _geometry(spec)
     tune_epochs, full = _asha_epochs(spec), spec.budget.epochs
     seconds_plain = seconds_asha = 0.0
     measured = True
     for method in spec.methods:
-        rate, exact = _rate(method, tokens, depth)
+        per_epoch, exact = _epoch_seconds(spec, method)
         measured = measured and exact
         if spec.kind == "grid":
             tuned, rest = 0, len(spec.grid_points(method)) * len(spec.seeds)
         else:
             tuned, rest = (spec.num_samples_for(method) if spec.tunes(method) else 0), len(spec.seeds)
-        seconds_plain += (tuned + rest) * full * examples / rate
-        seconds_asha += (tuned * tune_epochs + rest * full) * examples / rate
+        seconds_plain += (tuned + rest) * full * per_epoch
+        seconds_asha += (tuned * tune_epochs + rest * full) * per_epoch
     basis = [
         f"{examples:,} training examples per epoch, {tokens} tokens, {depth} blocks, one eager trial at a time",
         "H200 rates measured for FrozenLN (5,260 samples/s) and AutoNorm-S (2,278) at 65 tokens and 8 blocks",

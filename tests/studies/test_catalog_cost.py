@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from studies.catalog import load_catalog_spec, spec_path
-from studies.catalog.cost import predicted_gpu_cost
+from studies.catalog.cost import final_trial_hours, predicted_gpu_cost, tune_phase_hours
 from studies.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +55,29 @@ def test_a_backbone_never_timed_on_a_gpu_gets_no_prediction():
     cost = predicted_gpu_cost(load_catalog_spec("sst2_autonorm_s_beats_frozen_ln", "paper"))
     assert cost.hours_no_stopping is None and not cost.measured
     assert "no GPU step time has been measured" in cost.basis[0]
+
+
+def test_a_study_costs_its_tune_phase_plus_each_final_seed_at_its_methods_price():
+    spec = load_catalog_spec("cifar10_c_robustness", "paper")
+    per_seed = final_trial_hours(spec)
+    assert per_seed == pytest.approx(
+        {"autonorm_s": 200 * 50_000 / 2278 / 3600, "frozen_ln": 200 * 50_000 / 5260 / 3600}
+    )
+    # What a design that trains fewer seeds of some methods (a sequential one) is priced from.
+    whole = tune_phase_hours(spec) + len(spec.seeds) * sum(per_seed.values())
+    assert whole == pytest.approx(predicted_gpu_cost(spec).hours_with_asha)
+
+
+def test_a_grid_study_has_no_tune_phase_and_prices_a_seed_of_every_point():
+    spec = load_catalog_spec("autonorm_s_freeze_sweep", "paper")
+    assert spec.kind == "grid" and tune_phase_hours(spec) == 0.0
+    total = len(spec.seeds) * sum(final_trial_hours(spec).values())
+    assert total == pytest.approx(predicted_gpu_cost(spec).hours_no_stopping)
+
+
+def test_a_backbone_never_timed_has_no_price_per_seed_either():
+    spec = load_catalog_spec("sst2_autonorm_s_beats_frozen_ln", "paper")
+    assert final_trial_hours(spec) is None and tune_phase_hours(spec) is None
 
 
 def test_the_committed_cost_table_is_up_to_date():
