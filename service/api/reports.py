@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from studies.claims import StudyData, TrialData
 from studies.evidence import build_evidence
 from studies.provenance import PROVENANCE_PACKAGES, git_revision, package_versions
 from studies.report import Figure, Provenance, StudyReport, build_report
-from studies.report.sequential import with_sequential
+from studies.report.sequential import looks_outcomes, with_sequential
 from studies.spec import DATASET_METRICS, StudySpec, higher_is_better
 from studies.store import (
     TERMINAL_STATUSES,
@@ -69,16 +70,17 @@ def study_report(
 
     metric = f"test_{DATASET_METRICS[study.dataset][0]}"  # the claims' checks read the test-split metric
     higher = higher_is_better(study.dataset, metric)
+    # A sequential study: its arms were planned only the seeds its looks gave them, and its comparisons
+    # are the design's (studies.report.sequential), which a claim is judged on too.
+    sequential = study_sequential(session, study=study) if spec is not None and spec.sequential else None
     data = StudyData(
         dataset=study.dataset,
         metric=metric,
         higher_is_better=higher,
         reference=spec.reference if spec is not None else str(study.spec.get("reference_method") or ""),
         trials=tuple(_trial_data(t, histories.get(t.trial_key, ())) for t in trials if t.seed is not None),
+        sequential=looks_outcomes(sequential) if sequential is not None else None,
     )
-    # A sequential study: its arms were planned only the seeds its looks gave them, and its comparisons
-    # are the design's (studies.report.sequential).
-    sequential = study_sequential(session, study=study) if spec is not None and spec.sequential else None
     arms = [sequential["seeds_per_arm"]] if sequential is not None else []
     report = build_report(
         data,
@@ -110,7 +112,13 @@ def served_claims(spec_claim: Any, spec_name: Any = None) -> list[str]:
 
 
 def _spec_name(path: Path) -> object:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    # Every report and results page asks, for each size: the YAML is parsed again only when it changed.
+    return _spec_name_of(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _spec_name_of(path: str, modified_ns: int) -> object:
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     return data.get("name") if isinstance(data, dict) else None
 
 

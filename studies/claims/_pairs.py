@@ -17,8 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from studies.claims._base import comparison_finding, directional_verdict, power_note
+from studies.claims.sequential import SequentialComparison, as_comparison, holm_adjusted, sequential_note
 from studies.claims.trials import StudyData, describe_selector
-from studies.claims.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Finding
+from studies.claims.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED, Finding
 from studies.stats import Comparison, adjust, compare_by_seed
 
 __all__ = [
@@ -164,11 +165,22 @@ def evaluate_pairs(
     for pair, comparison, p_adjusted in zip(resolved, comparisons, adjusted, strict=True):
         sign = _sign(pair.expect, higher_is_better)
         margin = resolved_margin(pair, data, metric)
+        looks_note = ""
+        if data.sequential is not None:
+            # The looks already adjusted for each other (Holm inside the design): their numbers replace
+            # the fixed-seed test's, which would overstate the evidence after data-dependent stops.
+            outcome = _looks_outcome(data, pair, metric)
+            if outcome is None:
+                findings.append(_not_answered_by_looks(pair, data, metric_name, sign, margin, paper))
+                continue
+            comparison = as_comparison(comparison, outcome)
+            p_adjusted = holm_adjusted(outcome)
+            looks_note = sequential_note(outcome)
         if sign == 0 and margin is None:
             verdict, note = INCONCLUSIVE, "no reference values to scale the relative margin by"
         else:
             verdict, note = judge_comparison(comparison, p_adjusted, sign, margin, alpha)
-        notes = [note, *comparison.warnings]
+        notes = [looks_note, note, *comparison.warnings]
         findings.append(
             comparison_finding(
                 comparison,
@@ -181,6 +193,42 @@ def evaluate_pairs(
             )
         )
     return findings
+
+
+def _looks_outcome(data: StudyData, pair: PairSpec, metric: str | None) -> SequentialComparison | None:
+    """The looks' outcome for a pair they decided: a method against the study's reference, primary metric."""
+    if data.sequential is None or not isinstance(pair.method, str) or pair.reference != data.reference:
+        return None
+    if data.metric_name(metric) != data.metric:
+        return None
+    return data.sequential.get(pair.method)
+
+
+def _not_answered_by_looks(
+    pair: PairSpec,
+    data: StudyData,
+    metric_name: str,
+    sign: int,
+    margin: float | None,
+    paper: Mapping[str, float],
+) -> Finding:
+    return Finding(
+        label=f"{describe_selector(pair.method)} − {describe_selector(pair.reference)} ({metric_name})",  # type: ignore[arg-type]
+        expected=_expected_text(sign, margin),
+        verdict=NOT_TESTED,
+        measured=None,
+        ci_low=None,
+        ci_high=None,
+        n=0,
+        p_value=None,
+        p_adjusted=None,
+        mde=None,
+        paper=paper_difference(pair, paper),
+        note=(
+            f"not tested: this sequential study's looks compare each method with {data.reference} on "
+            f"{data.metric}, and a fixed-seed test of seeds its looks chose would overstate the evidence"
+        ),
+    )
 
 
 def describe_pairs(findings: Sequence[Finding]) -> str:

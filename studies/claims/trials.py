@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studies.records import COMPLETED_STATUSES
+
+if TYPE_CHECKING:
+    from studies.claims.sequential import SequentialComparison
 
 __all__ = [
     "PRIMARY",
@@ -145,6 +148,9 @@ class StudyData:
     higher_is_better: bool
     reference: str  # the spec's reference method
     trials: tuple[TrialData, ...]
+    # A sequential study: each method's comparison with the reference as its looks decided it
+    # (studies.claims.sequential); None for fixed seeds, whose checks test the seeds they find.
+    sequential: Mapping[str, SequentialComparison] | None = None
 
     def completed(self) -> list[TrialData]:
         return [t for t in self.trials if t.completed]

@@ -1,5 +1,5 @@
-"""The spec rule of a sequential design: it compares methods of a compare study, owns the seeds, is not
-judged by a claim's fixed-seed check, and states its differences in the metric's unit."""
+"""The spec rule of a sequential design: it compares methods of a compare study, owns the seeds, serves
+only a claim its looks can answer, and states its differences in the metric's unit."""
 
 from __future__ import annotations
 
@@ -12,6 +12,27 @@ if TYPE_CHECKING:
     from studies.spec.study import StudySpec
 
 __all__ = ["sequential_design_fits_the_study"]
+
+
+def _claim_problem(spec: StudySpec) -> str | None:
+    """Why the study's claims cannot be judged on the looks (None: they can, or there is no claim): the
+    spec's claim and every claim that reads the same study may compare only methods with the reference on
+    the primary metric, which is what the looks decide."""
+    if spec.claim is None:
+        return None
+    # Imported here, as the claim validator does: the claims carry their checks (scipy).
+    from studies.catalog import claims_reading
+    from studies.catalog.claims import load_claims
+    from studies.claims.sequential import sequential_problem
+
+    claims = load_claims()
+    if spec.claim not in claims:
+        return None  # an unknown claim is the claim field's own error
+    for claim_id in claims_reading(spec.claim):
+        problem = sequential_problem(claims[claim_id].check, spec.reference)
+        if problem is not None:
+            return problem if claim_id == spec.claim else f"{claim_id}, which reads the same study: {problem}"
+    return None
 
 
 def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
@@ -46,16 +67,15 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "the methods to compare, or remove sequential and list the seeds",
             spec.methods,
         )
-    if spec.claim is not None:
-        # A claim's check computes fixed-design statistics over the seeds it finds; after looks that
-        # stopped arms early those would overstate the evidence. The design's own decisions are the test.
+    problem = _claim_problem(spec)
+    if problem is not None:
         fail(
             ("sequential",),
             "claim_with_sequential",
-            f"claim {spec.claim!r} is judged by its check's fixed-seed statistics, which a sequential "
-            "design's early stops would bias: remove claim (the report and /results give the design's "
-            "own decisions, repeated confidence intervals and stage-wise p-values), or remove sequential "
-            "and list the seeds",
+            f"claim {spec.claim!r} cannot be judged on a sequential design's looks: {problem}; a fixed-seed "
+            "test of the seeds the looks chose would overstate the evidence. Remove claim (the report and "
+            "/results give the design's own decisions, repeated confidence intervals and stage-wise "
+            "p-values), or remove sequential and list the seeds",
             spec.claim,
         )
     metric = DATASET_METRICS[spec.dataset][0]

@@ -231,3 +231,27 @@ def test_the_servers_seed_limit_is_checked_at_max_seeds():
     limits = StudyLimits(max_seeds=8)
     message = errors({**SUPERIORITY, "max_seeds": 9}, context={"limits": limits})[("sequential", "max_seeds")]
     assert "at most 8 seeds" in message and "lower max_seeds" in message
+
+
+# ----------------------------------------------------------------------------------------- claims
+
+
+def test_a_claim_the_looks_can_answer_is_served_by_a_sequential_design():
+    claimed = StudySpec.model_validate(
+        {
+            "name": "california",
+            "dataset": "california_housing",
+            "methods": ["autonorm_s", "frozen_ln"],
+            "claim": "california_housing_no_gain",
+            "method_search": {"autonorm_s": {"t_freeze": 8}},
+            "sequential": {"test": "equivalence", "margin": 0.0275},
+        }
+    )
+    assert claimed.claim == "california_housing_no_gain" and claimed.sequential is not None
+
+
+def test_a_claim_whose_check_reads_every_seed_of_every_row_is_refused_beside_a_design():
+    found = errors(claim="autonorm_s_post_freeze_gate_ablation", methods=["autonorm_s", "frozen_ln"])
+    message = found[("sequential",)]
+    assert "cannot be judged on a sequential design's looks" in message
+    assert "rows other than a method with the reference" in message and "remove sequential" in message

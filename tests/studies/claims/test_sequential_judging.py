@@ -1,0 +1,117 @@
+"""A claim on a sequential study is judged on what its looks decided: the repeated interval and the
+stage-wise p replace a fixed-seed t test of seeds the looks chose, and a pair the looks never compared is
+"not tested" rather than judged on biased numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from studies.claims import (
+    INCONCLUSIVE,
+    SUPPORTED,
+    DifferenceCheck,
+    OrderingCheck,
+    StudyData,
+    TrialData,
+    parse_check,
+)
+from studies.claims.sequential import SequentialComparison, sequential_problem
+from studies.claims.verdicts import NOT_TESTED
+
+# Seeds a naive paired t would call a clear gain (+0.02, tiny spread): the looks' numbers must win.
+ROWS = {
+    "autonorm_s": [0.92, 0.921, 0.919, 0.92, 0.921],
+    "frozen_ln": [0.90, 0.901, 0.899, 0.90, 0.90],
+    "dyt": [0.90, 0.902, 0.898, 0.901, 0.90],
+}
+
+
+def _outcome(method: str, **changes) -> SequentialComparison:
+    fields = {
+        "method": method,
+        "decision": "efficacy",
+        "decision_text": "stopped: differs from the reference",
+        "seeds": 3,
+        "look": 1,
+        "estimate": 0.02,
+        "interval_low": 0.004,
+        "interval_high": 0.036,
+        "interval_level": 0.975,
+        "p_value": 0.01,
+        "tested_at_level": 0.025,
+        "alpha": 0.05,
+    }
+    return SequentialComparison(**{**fields, **changes})
+
+
+def _study(**outcomes: SequentialComparison) -> StudyData:
+    trials = tuple(
+        TrialData(method=method, seed=seed, status="succeeded", value=value)
+        for method, values in ROWS.items()
+        for seed, value in enumerate(values)
+    )
+    return StudyData("digits", "test_accuracy", True, "frozen_ln", trials, sequential=outcomes)
+
+
+def test_a_comparison_the_looks_stopped_for_efficacy_supports_a_claimed_gain_with_their_numbers():
+    result = DifferenceCheck(method="autonorm_s").evaluate(_study(autonorm_s=_outcome("autonorm_s")))
+    assert result.verdict == SUPPORTED
+    (finding,) = result.findings
+    assert (finding.ci_low, finding.ci_high, finding.n) == (0.004, 0.036, 3)  # the repeated interval
+    assert finding.p_value == 0.01 and finding.p_adjusted == pytest.approx(0.02)  # 0.01 x 0.05 / 0.025
+    assert (
+        "sequential design: stopped: differs from the reference at look 1 with 3 paired seeds" in finding.note
+    )
+
+
+def test_a_futility_stop_is_inconclusive_even_where_a_naive_t_test_of_its_seeds_would_reject():
+    futile = _outcome(
+        "autonorm_s",
+        decision="futility",
+        decision_text="stopped for futility",
+        estimate=0.02,
+        interval_low=-0.01,
+        interval_high=0.05,
+        p_value=0.2,
+    )
+    fixed_seeds = dataclasses.replace(_study(), sequential=None)
+    assert DifferenceCheck(method="autonorm_s").evaluate(fixed_seeds).verdict == SUPPORTED
+    result = DifferenceCheck(method="autonorm_s").evaluate(_study(autonorm_s=futile))
+    assert result.verdict == INCONCLUSIVE
+    assert "stopped for futility" in result.findings[0].note
+
+
+def test_equivalence_is_supported_when_the_repeated_interval_lies_within_the_margin():
+    level = _outcome("dyt", decision="equivalent", estimate=0.001, interval_low=-0.004, interval_high=0.006)
+    check = DifferenceCheck(method="dyt", expect="no_difference", margin=0.01)
+    assert check.evaluate(_study(dyt=level)).verdict == SUPPORTED
+    wide = _outcome("dyt", decision="max_seeds", estimate=0.001, interval_low=-0.02, interval_high=0.02)
+    assert check.evaluate(_study(dyt=wide)).verdict == INCONCLUSIVE
+
+
+def test_a_pair_the_looks_never_compared_is_not_tested():
+    check = OrderingCheck(pairs=[{"method": "autonorm_s", "reference": "dyt"}])
+    result = check.evaluate(_study(autonorm_s=_outcome("autonorm_s")))
+    assert result.verdict == NOT_TESTED
+    assert "looks compare each method with frozen_ln" in result.findings[0].note
+
+
+@pytest.mark.parametrize(
+    ("check", "problem"),
+    [
+        ({"type": "difference", "method": "autonorm_s"}, None),
+        ({"type": "ordering", "pairs": [{"method": "dyt", "reference": "frozen_ln"}]}, None),
+        ({"type": "ordering", "pairs": [{"method": "dyt", "reference": "autonorm_s"}]}, "rows other than"),
+        (
+            {"type": "difference", "method": {"method": "autonorm_s", "post_freeze_gate": "hard"}},
+            "rows other than",
+        ),
+        ({"type": "difference", "method": "dyt", "metric": "test_loss"}, "primary metric only"),
+        ({"type": "trend", "x": "skip_scale", "y": "init_erank", "expect": "negative"}, "every seed"),
+    ],
+)
+def test_the_looks_can_answer_method_against_reference_pairs_on_the_primary_metric_only(check, problem):
+    found = sequential_problem(parse_check(check), "frozen_ln")
+    assert (found is None) if problem is None else (problem in found)
