@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from studies.claims._pairs import RowSelector
@@ -45,14 +46,31 @@ __all__ = [
 # Two completed seeds are the fewest with a spread, hence with an interval.
 MIN_SEEDS_PER_ARM = 2
 
+_NUMERATORS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_PARTS = ("half", "third", "quarter", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def _share_in_words(share: float) -> str:
+    """A share as a reader says it ("four fifths"), or as a percentage where no fraction with a
+    denominator up to ten is exact: the freeze source is then right whatever the threshold is set to."""
+    fraction = Fraction(share).limit_denominator(10)
+    if float(fraction) != share or fraction.denominator == 1:
+        return f"{100 * share:g} %"
+    part = _PARTS[fraction.denominator - 2]
+    if fraction.numerator > 1:
+        part = "halves" if part == "half" else f"{part}s"
+    return f"{_NUMERATORS[fraction.numerator - 1]} {part}"
+
+
 # The share of an AutoNorm-S row's seeds that must have frozen for a verdict to be about AutoNorm-S. A
 # seed that never froze ran as AutoNorm, so a mean over the row's seeds mixes the two methods; at 80 % at
 # least four fifths of every estimate's weight comes from seeds in which the freeze acted (and at least
 # MIN_SEEDS_PER_ARM such seeds, the fewest with an interval of their own).
 MIN_FREEZE_FRACTION = 0.8
 FREEZE_SOURCE = (
-    "NormLab: a seed that never froze ran as unfrozen AutoNorm; at least 80 % of the seeds (and at least "
-    f"{MIN_SEEDS_PER_ARM}) must have frozen for four fifths of the estimate to come from AutoNorm-S"
+    "NormLab: a seed that never froze ran as unfrozen AutoNorm; at least "
+    f"{100 * MIN_FREEZE_FRACTION:g} % of the seeds (and at least {MIN_SEEDS_PER_ARM}) must have frozen for "
+    f"{_share_in_words(MIN_FREEZE_FRACTION)} of the estimate to come from AutoNorm-S"
 )
 FREEZE_NOT_FIRED = "freeze did not fire"
 

@@ -13,7 +13,8 @@ Three things keep the verdict about rank:
   Post-Norm both collapses rank and is harder to optimise, so a pooled correlation mostly contrasts the
   placements). The statistic is the size-weighted mean of the within-stratum Spearman correlations; its
   two-sided p-value is a stratified permutation test (accuracies permuted within their stratum only),
-  exact when the strata allow at most 100,000 arrangements, else 20,000 seeded random ones.
+  exact when the strata allow at most 100,000 arrangements, else 20,000 seeded random ones
+  (studies.claims.stratified_correlation).
 - The claim's own levels: a configuration has collapsed when its rank's interval over seeds lies below
   `collapse_level`, has plateaued when it lies above `plateau_level`; it fails when its accuracy's
   interval lies below `fails_below`, and trains when its mean accuracy reaches the reference level
@@ -30,7 +31,6 @@ correlation across strata is reported beside them as a diagnostic that takes no 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -42,6 +42,7 @@ from scipy import stats
 
 from studies.claims._base import CheckBase, power_note
 from studies.claims.sensitivity import Sensitivity, with_sensitivity
+from studies.claims.stratified_correlation import RANDOM_ARRANGEMENTS, stratified_spearman
 from studies.claims.trend import ReferenceRow, detectable_correlation, spearman
 from studies.claims.trials import (
     PRIMARY,
@@ -65,15 +66,10 @@ __all__ = [
     "DIAGNOSTIC",
     "Configuration",
     "RankTrainabilityCheck",
-    "StratifiedCorrelation",
     "select_learning_rates",
-    "stratified_spearman",
 ]
 
 DIAGNOSTIC = "diagnostic"  # a finding shown beside the verdict and not part of it
-_EXACT_MAX_ARRANGEMENTS = 100_000
-_RANDOM_ARRANGEMENTS = 20_000
-_PERMUTATION_SEED = 0  # a fixed seed: the same data always give the same p-value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,17 +88,6 @@ class Configuration:
             same_value(self.method if key == "method" else self.knobs.get(key), wanted)
             for key, wanted in selector.items()
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class StratifiedCorrelation:
-    """The within-stratum Spearman correlations and their combined permutation test."""
-
-    statistic: float  # size-weighted mean of the within-stratum rhos
-    p_value: float  # two-sided, from permuting within strata
-    exact: bool  # every arrangement enumerated (else seeded random ones)
-    n: int  # configurations in the strata that count
-    by_stratum: Mapping[str, tuple[float, int]]  # stratum -> (rho, configurations)
 
 
 def _sort_key(value: Any) -> tuple[int, float, str]:
@@ -157,68 +142,6 @@ def select_learning_rates(
             chosen = values[0]
         configurations.append(Configuration(label, method, knobs, chosen, scores, tuple(by_value[chosen])))
     return configurations, None
-
-
-def _centred_ranks(values: np.ndarray) -> np.ndarray:
-    ranks = stats.rankdata(values)
-    return ranks - ranks.mean()
-
-
-def _stratum_rhos(x: np.ndarray, y: np.ndarray, arrangements: np.ndarray) -> np.ndarray:
-    """Spearman's rho of x with y under each row of index `arrangements` (permutations of y)."""
-    rx, ry = _centred_ranks(x), _centred_ranks(y)
-    scale = float(np.linalg.norm(rx) * np.linalg.norm(ry))
-    return (ry[arrangements] @ rx) / scale
-
-
-def stratified_spearman(
-    x: Sequence[float], y: Sequence[float], strata: Sequence[str]
-) -> StratifiedCorrelation | None:
-    """The size-weighted mean within-stratum Spearman rho of y on x, with the two-sided p-value of the
-    permutation test that shuffles y within strata only; strata with fewer than 3 points, or no spread in
-    x or y, do not count. None when no stratum counts."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for index, stratum in enumerate(strata):
-        groups[stratum].append(index)
-    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    kept = {
-        name: (xs[idx], ys[idx])
-        for name, idx in sorted(groups.items())
-        if len(idx) >= 3 and np.ptp(xs[idx]) > 0.0 and np.ptp(ys[idx]) > 0.0
-    }
-    if not kept:
-        return None
-    sizes = {name: len(pair[0]) for name, pair in kept.items()}
-    total = sum(sizes.values())
-    weights = {name: size / total for name, size in sizes.items()}
-    observed = {
-        name: float(_stratum_rhos(px, py, np.arange(len(px))[None, :])[0]) for name, (px, py) in kept.items()
-    }
-    statistic = sum(weights[name] * rho for name, rho in observed.items())
-    exact = math.prod(math.factorial(size) for size in sizes.values()) <= _EXACT_MAX_ARRANGEMENTS
-    if exact:
-        # Every arrangement: the null distribution is the sum of independent per-stratum distributions.
-        null = np.zeros(1)
-        for name, (px, py) in kept.items():
-            arrangements = np.array(list(itertools.permutations(range(len(px)))))
-            null = np.add.outer(null, weights[name] * _stratum_rhos(px, py, arrangements)).ravel()
-        extreme = np.count_nonzero(np.abs(null) >= abs(statistic) - 1e-12)
-        p_value = extreme / null.size
-    else:
-        rng = np.random.default_rng(_PERMUTATION_SEED)
-        null = np.zeros(_RANDOM_ARRANGEMENTS)
-        for name, (px, py) in kept.items():
-            arrangements = rng.permuted(np.tile(np.arange(len(px)), (_RANDOM_ARRANGEMENTS, 1)), axis=1)
-            null += weights[name] * _stratum_rhos(px, py, arrangements)
-        extreme = np.count_nonzero(np.abs(null) >= abs(statistic) - 1e-12)
-        p_value = (extreme + 1) / (_RANDOM_ARRANGEMENTS + 1)
-    return StratifiedCorrelation(
-        statistic=float(statistic),
-        p_value=float(min(1.0, p_value)),
-        exact=exact,
-        n=total,
-        by_stratum={name: (observed[name], sizes[name]) for name in kept},
-    )
 
 
 def _mean_interval(values: Sequence[float], confidence: float) -> tuple[float, float | None, float | None]:
@@ -405,7 +328,7 @@ class RankTrainabilityCheck(CheckBase):
         per_stratum = ", ".join(
             f"{name} {rho:+.3f} ({n} configurations)" for name, (rho, n) in result.by_stratum.items()
         )
-        method = "exact" if result.exact else f"{_RANDOM_ARRANGEMENTS:,} seeded random arrangements"
+        method = "exact" if result.exact else f"{RANDOM_ARRANGEMENTS:,} seeded random arrangements"
         if result.p_value < self.alpha and result.statistic != 0.0:
             verdict = SUPPORTED if result.statistic > 0 else CONTRADICTED
             note = f"rho = {result.statistic:+.3f}, p = {result.p_value:.3g} ({method})"

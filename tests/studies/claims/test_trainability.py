@@ -19,7 +19,7 @@ from studies.claims import (
     TrialData,
     parse_check,
 )
-from studies.claims.trainability import DIAGNOSTIC, select_learning_rates, stratified_spearman
+from studies.claims.trainability import DIAGNOSTIC, select_learning_rates
 from studies.claims.verdicts import NOT_TESTED
 from tests.studies.claims.synthetic import data
 
@@ -176,35 +176,6 @@ def test_the_verdict_is_shown_per_init_scale_with_the_registered_one_as_headline
     assert result.verdict == SUPPORTED
     assert "supported for init_scale <= 1 only (grid 1 to 16)" in result.summary
     assert any(note.startswith("init_scale = 16: not tested") for note in result.notes)
-
-
-def test_the_permutation_test_is_exact_for_small_strata_and_seeded_for_large_ones():
-    small = stratified_spearman([1, 2, 3, 4, 1, 2, 3], [1, 2, 3, 4, 3, 2, 1], list("aaaabbb"))
-    assert small is not None and small.exact
-    assert small.statistic == pytest.approx((4 * 1.0 + 3 * -1.0) / 7)
-    assert small.by_stratum == {"a": (pytest.approx(1.0), 4), "b": (pytest.approx(-1.0), 3)}
-    xs = [float(i) for i in range(10)] * 2
-    ys = [float(i) for i in range(10)] + [float(9 - i) for i in range(10)]
-    large = stratified_spearman(xs, ys, ["a"] * 10 + ["b"] * 10)
-    assert large is not None and not large.exact
-    assert large.statistic == pytest.approx(0.0) and large.p_value == pytest.approx(1.0)
-    rising = stratified_spearman(xs, [x + (i % 3) * 0.01 for i, x in enumerate(xs)], ["a"] * 10 + ["b"] * 10)
-    assert rising is not None and rising.p_value < 1e-3
-    assert rising == stratified_spearman(
-        xs, [x + (i % 3) * 0.01 for i, x in enumerate(xs)], ["a"] * 10 + ["b"] * 10
-    )
-    assert stratified_spearman([1, 2], [2, 1], ["a", "a"]) is None  # no stratum of 3
-
-
-def test_the_permutation_p_value_of_one_stratum_matches_the_exact_spearman_test():
-    import numpy as np
-
-    from studies.claims.trend import spearman
-
-    x, y = [0.1, 0.4, 0.2, 0.8, 0.5, 0.9], [0.3, 0.2, 0.5, 0.7, 0.9, 0.8]
-    one = stratified_spearman(x, y, ["only"] * 6)
-    rho, p = spearman(np.asarray(x), np.asarray(y))
-    assert one is not None and one.statistic == pytest.approx(rho) and one.p_value == pytest.approx(p)
 
 
 def test_levels_out_of_order_and_unknown_fields_are_rejected():
