@@ -51,7 +51,7 @@ def fixed_seeds(design: SequentialDesign, sd: float, comparisons: int) -> tuple[
 
 
 def fixed_design(spec: StudySpec, spread: Spread, *, cost_at: Callable[[int], Cost]) -> FixedDesignPlan:
-    comparisons = len(spec.methods) - 1
+    comparisons = len(spec.methods) - 1 + (len(spec.sequential.pairs) if spec.sequential is not None else 0)
     if spec.kind == "grid" or comparisons < 1:
         why = (
             "a grid study is judged point by point"

@@ -122,7 +122,7 @@ def _simulate(
         for decision in ends:
             decisions[decision] = decisions.get(decision, 0) + 1
         any_rejected += any(d in _REJECTIONS for d in ends)
-    comparisons = simulations * (len(methods) - 1)
+    comparisons = simulations * (len(methods) - 1 + len(design.pairs))
     return Simulated(
         truth=truth,
         simulations=simulations,

@@ -1,6 +1,9 @@
 """A study's looks: after each batch of seeds, decide every open comparison with the reference, and say
 which arms train the next batch.
 
+Besides each method with the reference, the design's extra `pairs` ([method, against]) are comparisons
+of their own, named "method vs against"; both arms of an open comparison train the next look.
+
 `SequentialMonitor(design, methods=, reference=, higher_is_better=)` holds a study's sequential state as
 plain data (the driver pickles it with its Tune searcher, and every look is also stored). `look(values)`
 takes every seed's final metric so far ({method: {seed: value}}) and returns a `LookRecord`: for every
@@ -101,6 +104,7 @@ class LookPoint:
 @dataclass
 class ComparisonState:
     method: str
+    reference: str  # the study's reference, or the other method of one of the design's extra pairs
     points: list[LookPoint] = field(default_factory=list)
     decision: str = "open"
 
@@ -160,6 +164,7 @@ class ComparisonOutcome:
         float  # its coverage: 1 - level (two-sided) or 1 - 2 level (one-sided); NaN without a point
     )
     p_value: float | None  # stage-wise ordering at its stop; None while open or without a point
+    reference: str = ""  # what `method` was compared with ("" when it is the study's reference)
 
 
 def _design(seeds: tuple[int, ...], max_seeds: int, level: float, sided: int, spending: str) -> PairedTDesign:
@@ -180,7 +185,13 @@ class SequentialMonitor:
         self.methods = list(methods)
         self.reference = reference
         self.higher_is_better = higher_is_better
-        self.comparisons = {m: ComparisonState(m) for m in methods if m != reference}
+        # Keyed by the comparison's name: the method for a comparison with the reference, "a vs b" for
+        # one of the design's extra pairs (studies.claims.sequential.comparison_key names them alike).
+        self.comparisons = {m: ComparisonState(m, reference) for m in methods if m != reference}
+        for method, against in design.pairs:
+            if method not in methods or against not in methods or method == against:
+                raise ValueError(f"pair [{method}, {against}] must name two different methods of {methods}")
+            self.comparisons[f"{method} vs {against}"] = ComparisonState(method, against)
         self.records: list[LookRecord] = []
 
     # -- what the driver asks -------------------------------------------------------------------------------
@@ -194,11 +205,12 @@ class SequentialMonitor:
         return not any(c.is_open for c in self.comparisons.values())
 
     def open_arms(self) -> list[str]:
-        """The methods that train the next look's seeds, in the study's order; [] once all is decided."""
-        open_methods = {m for m, c in self.comparisons.items() if c.is_open}
-        if not open_methods or self.looks_taken >= len(self.design.looks()):
+        """The methods that train the next look's seeds, in the study's order: both arms of every open
+        comparison (so the reference while one of its comparisons is open); [] once all is decided."""
+        arms = {arm for c in self.comparisons.values() if c.is_open for arm in (c.method, c.reference)}
+        if not arms or self.looks_taken >= len(self.design.looks()):
             return []
-        return [m for m in self.methods if m in open_methods or m == self.reference]
+        return [m for m in self.methods if m in arms]
 
     def next_seeds(self) -> list[int]:
         """The seeds each open arm trains next ([] when the study is decided or at its last look)."""
@@ -214,7 +226,9 @@ class SequentialMonitor:
         look = self.looks_taken + 1
         was_open = [m for m, c in self.comparisons.items() if c.is_open]
         self._decide(
-            look, {m: self._paired(values, m) for m in was_open}, final=look >= len(self.design.looks())
+            look,
+            {m: self._paired(values, self.comparisons[m]) for m in was_open},
+            final=look >= len(self.design.looks()),
         )
         points = {m: self.comparisons[m].points[-1] for m in was_open if self.comparisons[m].points}
         record = LookRecord(
@@ -232,9 +246,11 @@ class SequentialMonitor:
         self.records[-1] = LookRecord(**{**record.__dict__, "open_arms": arms, "final": not arms})
         return self.records[-1]
 
-    def _paired(self, values: dict[str, dict[int, float]], method: str) -> tuple[int, float, float] | None:
+    def _paired(
+        self, values: dict[str, dict[int, float]], state: ComparisonState
+    ) -> tuple[int, float, float] | None:
         """(paired seeds, mean improvement, sd) of a comparison, None with fewer than two paired seeds."""
-        mine, theirs = values.get(method, {}), values.get(self.reference, {})
+        mine, theirs = values.get(state.method, {}), values.get(state.reference, {})
         sign = 1.0 if self.higher_is_better else -1.0
         differences = [
             sign * (mine[s] - theirs[s])
@@ -388,7 +404,15 @@ class SequentialMonitor:
             if not state.points:
                 outcomes.append(
                     ComparisonOutcome(
-                        method, state.decision, 0, 0, math.nan, (-math.inf, math.inf), math.nan, None
+                        method,
+                        state.decision,
+                        0,
+                        0,
+                        math.nan,
+                        (-math.inf, math.inf),
+                        math.nan,
+                        None,
+                        reference=state.reference,
                     )
                 )
                 continue
@@ -406,6 +430,7 @@ class SequentialMonitor:
                     interval=interval,
                     interval_level=1.0 - last.level if sided == 2 else 1.0 - 2.0 * last.level,
                     p_value=None if state.is_open else self._p_value(last, boundaries),
+                    reference=state.reference,
                 )
             )
         return outcomes

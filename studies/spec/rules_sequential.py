@@ -18,7 +18,7 @@ def _claim_problem(spec: StudySpec) -> str | None:
     """Why the study's claims cannot be judged on the looks (None: they can, or there is no claim): the
     spec's claim and every claim that reads the same study may compare only methods with the reference on
     the primary metric, which is what the looks decide."""
-    if spec.claim is None:
+    if spec.claim is None or spec.sequential is None:
         return None
     # Imported here, as the claim validator does: the claims carry their checks (scipy).
     from studies.catalog import claims_reading
@@ -29,10 +29,53 @@ def _claim_problem(spec: StudySpec) -> str | None:
     if spec.claim not in claims:
         return None  # an unknown claim is the claim field's own error
     for claim_id in claims_reading(spec.claim):
+        # A claim that needs one of the design's extra pairs is refused still: judging a pair's outcome
+        # is check code, which changes with the next re-run of the catalog.
         problem = sequential_problem(claims[claim_id].check, spec.reference)
         if problem is not None:
             return problem if claim_id == spec.claim else f"{claim_id}, which reads the same study: {problem}"
     return None
+
+
+def _pairs_fit_the_methods(spec: StudySpec, fail: Fail) -> None:
+    """Each extra pair names two different methods of the study, neither pair repeated (in either order),
+    and none is a comparison with the reference, which every method has already."""
+    assert spec.sequential is not None
+    seen: set[frozenset[str]] = set()
+    for index, (method, against) in enumerate(spec.sequential.pairs):
+        where = ("sequential", "pairs", index)
+        unknown = [name for name in (method, against) if name not in spec.methods]
+        if unknown:
+            fail(
+                where,
+                "pair_not_a_method",
+                f"pair [{method}, {against}] names {', '.join(unknown)}, not among methods {spec.methods}: "
+                "a pair compares two of the study's methods",
+                [method, against],
+            )
+        elif method == against:
+            fail(
+                where,
+                "pair_with_itself",
+                f"pair [{method}, {against}] compares a method with itself",
+                [method, against],
+            )
+        elif spec.reference in (method, against):
+            fail(
+                where,
+                "pair_with_reference",
+                f"pair [{method}, {against}] includes the reference {spec.reference}, which every method is "
+                "compared with already: remove the pair",
+                [method, against],
+            )
+        elif frozenset((method, against)) in seen:
+            fail(
+                where,
+                "pair_repeated",
+                f"pair [{method}, {against}] is listed twice (in some order)",
+                [method, against],
+            )
+        seen.add(frozenset((method, against)))
 
 
 def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
@@ -67,6 +110,7 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "the methods to compare, or remove sequential and list the seeds",
             spec.methods,
         )
+    _pairs_fit_the_methods(spec, fail)
     problem = _claim_problem(spec)
     if problem is not None:
         fail(

@@ -4,7 +4,7 @@ design."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -186,6 +186,10 @@ class SequentialDesign(_Strict):
     # Stop a comparison that can no longer reach its goal at the design's power (a non-binding bound:
     # ignoring it never raises the type-I error).
     futility: bool = True
+    # Comparisons besides each method with the reference, where a claim needs them: [method, against]
+    # (e.g. [adanorm, autonorm_s]: is adanorm better than autonorm_s?). Each is one more comparison under
+    # the family-wise alpha, and both its arms train while it is open.
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(default_factory=list)
 
     @field_validator("first_seeds")
     @classmethod

@@ -320,6 +320,7 @@ def _outcome_json(outcome: ComparisonOutcome, taken: list[LookRecord]) -> Sequen
     point = _last_point(outcome.method, taken)
     return {
         "method": outcome.method,
+        "reference": outcome.reference,
         "decision": outcome.decision,
         "decision_text": DECISIONS.get(outcome.decision, outcome.decision),
         "stopped_at_look": None if is_open else _stop_look(outcome.method, taken),

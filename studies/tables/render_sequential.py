@@ -43,7 +43,9 @@ def sequential_blocks(table: ResultsTableData, fmt: Formatter) -> list[Sequentia
 def _comparison(outcome: SequentialOutcome, summary: SequentialSummary, fmt: Formatter) -> str:
     """One comparison, e.g. `dyt vs frozen_ln: stopped: differs from the reference at look 3 (7 paired
     seeds, tested at level 0.025); Δ +0.0187, 95 % repeated CI [+0.0030, +0.0344], stage-wise p 0.001`."""
-    head = f"{outcome['method']} vs {summary['reference']}: {outcome['decision_text']}"
+    against = outcome.get("reference") or summary["reference"]
+    name = outcome["method"] if " vs " in outcome["method"] else f"{outcome['method']} vs {against}"
+    head = f"{name}: {outcome['decision_text']}"
     if outcome["look"] is None:
         return f"{head} (no look has compared it yet)"
     stopped = outcome["stopped_at_look"]

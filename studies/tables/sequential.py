@@ -79,7 +79,8 @@ class SequentialLook(TypedDict):
 class SequentialOutcome(TypedDict):
     """A comparison with the reference, with the numbers that account for the looks."""
 
-    method: str
+    method: str  # the comparison's name: the method (against the reference), or "a vs b" for a pair
+    reference: str  # what it was compared with: the study's reference, or the pair's other method
     decision: str  # a key of studies.sequential.DECISIONS
     decision_text: str  # its human text, e.g. "stopped: differs from the reference"
     stopped_at_look: int | None  # the look that decided it; null while it is open

@@ -255,3 +255,22 @@ def test_a_claim_whose_check_reads_every_seed_of_every_row_is_refused_beside_a_d
     message = found[("sequential",)]
     assert "cannot be judged on a sequential design's looks" in message
     assert "rows other than a method with the reference" in message and "remove sequential" in message
+
+
+@pytest.mark.parametrize(
+    ("pair", "problem"),
+    [
+        (["dyt", "zz"], "names zz, not among methods"),
+        (["dyt", "dyt"], "compares a method with itself"),
+        (["dyt", "frozen_ln"], "includes the reference frozen_ln"),
+    ],
+)
+def test_an_extra_pair_must_compare_two_other_methods_of_the_study(pair, problem):
+    found = errors({**SUPERIORITY, "pairs": [pair]})
+    assert problem in found[("sequential", "pairs", 0)]
+
+
+def test_a_pair_listed_twice_in_either_order_is_refused_and_a_fresh_one_is_kept():
+    found = errors({**SUPERIORITY, "pairs": [["dyt", "adanorm"], ["adanorm", "dyt"]]})
+    assert "listed twice" in found[("sequential", "pairs", 1)]
+    assert spec({**SUPERIORITY, "pairs": [["dyt", "adanorm"]]}).sequential.pairs == [["dyt", "adanorm"]]

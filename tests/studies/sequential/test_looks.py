@@ -175,3 +175,32 @@ def test_every_decision_has_words_and_a_replay_from_stored_records_equals_the_li
 def test_the_reference_must_be_one_of_the_methods():
     with pytest.raises(ValueError, match="reference"):
         SequentialMonitor(SUPERIORITY, methods=["a", "b"], reference="ref", higher_is_better=True)
+
+
+def test_an_extra_pair_is_a_comparison_of_its_own_whose_arms_train_while_it_is_open():
+    design = SUPERIORITY.model_copy(update={"pairs": [["a", "b"]]})
+    monitor = _monitor(design, methods=("a", "b", "c", "ref"))
+    assert set(monitor.comparisons) == {"a", "b", "c", "a vs b"}
+    # a and b level with the reference and c far below it: c stops early and trains fewer seeds, while
+    # a and b train on for their pair.
+    values = _run(monitor, {"a": 0.0, "b": 0.0, "c": -0.5}, sd=0.01)
+    assert monitor.comparisons["c"].decision == "efficacy" and len(values["c"]) < len(values["a"])
+    pair = monitor.comparisons["a vs b"]
+    assert (pair.method, pair.reference) == ("a", "b") and pair.points
+    (outcome,) = [o for o in monitor.outcomes() if o.method == "a vs b"]
+    assert outcome.reference == "b"
+    # Holm counts the pair: four comparisons, so the first look tests each at alpha / 4.
+    assert monitor.records[0].comparisons["a vs b"].level == pytest.approx(0.05 / 4)
+
+
+def test_a_pair_only_opens_its_own_arms():
+    design = SUPERIORITY.model_copy(update={"pairs": [["a", "b"]]})
+    monitor = _monitor(design, methods=("a", "b", "ref"))
+    for state in monitor.comparisons.values():
+        state.decision = "efficacy" if state.method != "a" or state.reference != "b" else "open"
+    assert monitor.open_arms() == ["a", "b"]
+
+
+def test_a_pair_naming_an_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="two different methods"):
+        _monitor(SUPERIORITY.model_copy(update={"pairs": [["a", "zz"]]}))

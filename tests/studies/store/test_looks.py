@@ -240,6 +240,7 @@ def test_before_the_first_look_every_arm_trains_the_first_seeds_and_nothing_is_e
     assert summary["seeds_per_arm"] == dict.fromkeys(STUDY_SPEC.methods, 3) and summary["looks"] == []
     assert summary["outcomes"][0] == {
         "method": "dyt",
+        "reference": "frozen_ln",
         "decision": "open",
         "decision_text": DECISIONS["open"],
         "stopped_at_look": None,
