@@ -57,13 +57,15 @@ def end_attempt(
     resumed experiment does not run again under their own key keep this end: lost trials (a tuning trial
     that missed Tune's last snapshot runs again as a new trial), which study progress does not count as
     done. `interrupted`: the driver was found dead when the
-    service started, which does not count against the attempt limit. Ending an attempt that has already
-    ended changes nothing.
+    service started, which does not count against the attempt limit. Ending an attempt whose death is
+    already recorded changes nothing.
     """
     row = _get_row(session, study_id, for_update=True)
     attempt = _current_attempt(row)
-    if attempt.ended_at is None:
-        attempt.ended_at = utcnow()
+    # An attempt that ended with its study (set_study_status) has no death reason yet: the driver death
+    # found in the same step is recorded on it, keeping its end time.
+    if attempt.death_reason is None:
+        attempt.ended_at = attempt.ended_at or utcnow()
         attempt.death_reason = death_reason
         attempt.interrupted = interrupted
         row.updated_at = attempt.ended_at

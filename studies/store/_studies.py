@@ -176,6 +176,9 @@ def set_study_status(
             row.started_at = now
         if target in TERMINAL_STATUSES:
             row.finished_at = now
+            latest = row.attempts[-1] if row.attempts else None
+            if latest is not None and latest.ended_at is None:
+                latest.ended_at = now  # the attempt ended with its study (no death_reason: it did not die)
         session.flush()
     # Also on a repeated request: a retried cancel closes trials an older version left running.
     outcome = outcome_of_running_trials(target, row.error)

@@ -182,3 +182,13 @@ def test_trials_cancelled_with_their_study_count_as_cancelled_and_done(engine):
     with session_scope(engine) as session:
         progress = set_study_status(session, study_id=study_id, status="cancelled").progress
     assert (progress.cancelled, progress.lost, progress.done) == (1, 0, 1)
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed", "cancelled"])
+def test_an_attempt_ends_with_its_study_without_a_death_reason(engine, outcome):
+    study_id = add_study(engine, status="queued").id
+    with session_scope(engine) as session:
+        record_attempt(session, study_id=study_id, ray_job_id="job-1")
+        set_study_status(session, study_id=study_id, status="running")
+        (attempt,) = set_study_status(session, study_id=study_id, status=outcome).attempts
+    assert attempt.ended_at is not None and attempt.death_reason is None
