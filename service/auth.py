@@ -10,8 +10,12 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
 
 __all__ = [
     "MlflowCredentials",
@@ -65,10 +69,20 @@ def ensure_mlflow_credentials(settings: Settings) -> MlflowCredentials:
 
 def read_mlflow_password(settings: Settings) -> str | None:
     """The MLflow password without creating one (what `normlab token --mlflow` prints)."""
-    if settings.mlflow_password is not None and settings.mlflow_password.get_secret_value():
-        return settings.mlflow_password.get_secret_value()
+    return _read_secret(settings.mlflow_password, settings.mlflow_password_path)
+
+
+def read_ray_auth_token(settings: Settings) -> str | None:
+    """The Ray cluster token without creating one (what `normlab token --ray` prints for the dashboard)."""
+    return _read_secret(settings.ray_auth_token, settings.ray_auth_token_path)
+
+
+def _read_secret(configured: SecretStr | None, path: Path) -> str | None:
+    """The configured secret if set, else the stored one; None when neither exists (never created here)."""
+    if configured is not None and configured.get_secret_value():
+        return configured.get_secret_value()
     try:
-        return settings.mlflow_password_path.read_text(encoding="utf-8").strip() or None
+        return path.read_text(encoding="utf-8").strip() or None
     except FileNotFoundError:
         return None
 
@@ -82,12 +96,7 @@ def mlflow_password_source(settings: Settings) -> str:
 
 def read_api_token(settings: Settings) -> str | None:
     """The API token without creating one (what a client uses); None when neither env nor file has it."""
-    if settings.api_token is not None and settings.api_token.get_secret_value():
-        return settings.api_token.get_secret_value()
-    try:
-        return settings.api_token_path.read_text(encoding="utf-8").strip() or None
-    except FileNotFoundError:
-        return None
+    return _read_secret(settings.api_token, settings.api_token_path)
 
 
 def api_token_source(settings: Settings) -> str:

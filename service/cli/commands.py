@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from service.auth import read_api_token, read_mlflow_password
+from service.auth import read_api_token, read_mlflow_password, read_ray_auth_token
 from service.cli.client import (
     _FORMATS,
     ApiClient,
@@ -375,12 +375,22 @@ def token(
         help="print the password of the local MLflow's user instead (the user: MLFLOW_TRACKING_USERNAME, "
         "default normlab), for its UI's sign-in or `curl -u`",
     ),
+    ray: bool = typer.Option(
+        False,
+        "--ray",
+        help="print the Ray cluster's token instead, which the Ray dashboard's sign-in asks for (Ray's own "
+        "hint, `ray get-auth-token`, does not look where NormLab keeps it)",
+    ),
 ) -> None:
     """Print the API token (NORMLAB_API_TOKEN, or the one the server stored in the data dir); with --mlflow,
-    the password MLflow's sign-in asks for (MLFLOW_TRACKING_PASSWORD, or the one stored there)."""
+    the password MLflow's sign-in asks for (MLFLOW_TRACKING_PASSWORD, or the one stored there); with
+    --ray, the token the Ray dashboard asks for (NORMLAB_RAY_AUTH_TOKEN, or the one stored there)."""
     settings = _settings()
     if mlflow:
         _print_mlflow_password(settings)
+        return
+    if ray:
+        _print_ray_token(settings)
         return
     found = read_api_token(settings)
     if found is None:
@@ -390,6 +400,19 @@ def token(
                 f"no API token: NORMLAB_API_TOKEN is not set and {settings.api_token_path} does not exist. "
                 "The server creates the token when it starts (`make run` says where it keeps it); on the "
                 "server machine run `normlab token`, and set NORMLAB_API_TOKEN here to what it prints"
+            )
+        )
+    print(found)
+
+
+def _print_ray_token(settings: Settings) -> None:
+    found = read_ray_auth_token(settings)
+    if found is None:
+        raise _fail(
+            CliError(
+                f"no Ray token: NORMLAB_RAY_AUTH_TOKEN is not set and {settings.ray_auth_token_path} does not "
+                "exist. `normlab serve` creates it when it first starts Ray; run this on that machine, with "
+                "the same NORMLAB_DATA_DIR"
             )
         )
     print(found)

@@ -463,6 +463,8 @@ def startup_banner(
                 f"MLflow UI  {_mlflow_ui(settings)}   ({mlflow.value})",
                 *_mlflow_sign_in_lines(settings, mlflow_user, normlab),
                 f"Ray        {settings.ray_ui_base}   ({ray.value})",
+                f"           its dashboard asks for a token: from {escape(ray_auth_token_source(settings))}, "
+                f"`{normlab} token --ray` prints it",
                 f"Database   {database}",
                 *_readiness_lines(readiness, str(api)),
                 "",

@@ -222,3 +222,14 @@ def test_serve_hands_over_to_the_launcher(monkeypatch, tmp_path):
     result = runner.invoke(cli.app, ["serve", "--api-only"])
     assert result.exit_code == 0, result.output
     assert calls == [(tmp_path, True, False), (tmp_path, False, True)]
+
+
+def test_token_ray_prints_the_ray_token_the_server_stored_or_says_where_it_would_be(monkeypatch, tmp_path):
+    monkeypatch.delenv("NORMLAB_RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("NORMLAB_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "err_console", Console(width=400, stderr=True))
+    missing = runner.invoke(cli.app, ["token", "--ray"])
+    assert missing.exit_code == 1 and str(tmp_path / "ray_auth_token") in missing.output
+    (tmp_path / "ray_auth_token").write_text("stored-ray-token\n")
+    result = runner.invoke(cli.app, ["token", "--ray"])
+    assert result.exit_code == 0 and result.output.strip() == "stored-ray-token"

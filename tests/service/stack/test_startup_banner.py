@@ -78,6 +78,13 @@ def test_a_stored_token_is_not_shown_only_the_file_it_is_stored_in(tmp_path):
     assert str(tmp_path / "api_token") in text and "token` prints it" in text
 
 
+def test_the_rays_dashboard_token_is_named_by_where_it_is_kept_and_the_command_that_prints_it(tmp_path):
+    (tmp_path / "ray_auth_token").write_text("ray-secret-42\n")
+    text = _banner_text(Settings(_env_file=None, data_dir=tmp_path, ray_auth_token=None))
+    assert "ray-secret-42" not in text
+    assert str(tmp_path / "ray_auth_token") in text and "token --ray` prints it" in text
+
+
 def test_the_curl_example_fetches_the_token_with_normlab_token(tmp_path):
     text = _banner_text(Settings(_env_file=None, data_dir=tmp_path, api_token="env-secret-42"))
     assert "Authorization: Bearer $(" in text and ' token)"' in text

@@ -94,3 +94,12 @@ def test_the_pages_say_whom_mlflow_asks_to_sign_in_as_when_the_service_signs_in(
         hint = page.split('id="mlflow-sign-in">', 1)[1].split("</p>", 1)[0]
         assert "user <code>normlab</code>" in hint and "<code>normlab token --mlflow</code>" in hint
         assert "never-shown-on-a-page" not in page
+
+
+def test_a_study_with_a_ray_job_says_where_the_dashboards_token_is(client, app_engine):
+    study_id = submit(client, SPEC)
+    assert 'id="ray-sign-in"' not in client.get(f"/studies/{study_id}", headers=HTML).text  # no job yet
+    start(app_engine, study_id)
+    page = client.get(f"/studies/{study_id}", headers=HTML).text
+    hint = page.split('id="ray-sign-in">', 1)[1].split("</p>", 1)[0]
+    assert "<code>normlab token --ray</code>" in hint and "ray_auth_token" in hint
