@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
+from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
 from service.api.reports import study_report
@@ -55,5 +56,5 @@ def _render(report: StudyReport, format: str) -> Response:
     if format == "md":
         return PlainTextResponse(report.to_markdown(), media_type="text/markdown")
     if format == "html":
-        return HTMLResponse(report.to_html())
+        return HTMLResponse(with_back_link(report.to_html(), study_page=f"/studies/{report.study_id}"))
     return JSONResponse(report.to_json())

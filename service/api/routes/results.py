@@ -25,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from sqlalchemy.orm import Session
 
+from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
 from service.api.results import (
@@ -163,7 +164,9 @@ def _render(
     ]
     if format == "html":
         run_links = mlflow_run_links(chosen, mlflow_tracking_uri)
-        return HTMLResponse(to_html(table, evidence=evidence, run_links=run_links, tuning=tuning))
+        return HTMLResponse(
+            with_back_link(to_html(table, evidence=evidence, run_links=run_links, tuning=tuning))
+        )
     return JSONResponse(
         {
             **table.to_json(),
