@@ -112,6 +112,7 @@ class TrialRow:
     metric_value: float | None  # the phase's primary metric, once the trial finished
     error: str | None
     history_url: str
+    hyperparameters: str  # its knob values, the optimiser's first: "lr 0.00545, weight_decay 0.03, tau 0.5"
     mlflow_url: str | None
 
     @property
@@ -383,12 +384,32 @@ def _trial_row(study: StudyView, trial: TrialView, mlflow_tracking_uri: str | No
         status=trial.status,
         metric_value=trial.metric_value,
         error=trial.error,
+        hyperparameters=knob_text(trial.config.get("knobs")),
         # The key holds slashes, which the history route takes as part of the path.
         history_url=f"/studies/{quote(study.id, safe='')}/trials/{quote(trial.trial_key, safe='/')}/history",
         mlflow_url=mlflow_ui_url(mlflow_tracking_uri, experiment_id=experiment, run_id=run)
         if mlflow_tracking_uri and experiment and run
         else None,
     )
+
+
+_OPTIMISER_FIRST = ("lr", "weight_decay")
+
+
+def knob_text(knobs: Any) -> str:
+    """A trial's knob values in one cell, the optimiser's first, numbers to 3 significant digits."""
+    if not isinstance(knobs, dict):
+        return ""
+    names = [n for n in _OPTIMISER_FIRST if n in knobs] + sorted(
+        n for n in knobs if n not in _OPTIMISER_FIRST
+    )
+    return ", ".join(f"{name} {_knob_value(knobs[name])}" for name in names)
+
+
+def _knob_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
 
 
 def _label(study: StudyView, trial: TrialView) -> str:

@@ -103,3 +103,23 @@ def test_a_study_with_a_ray_job_says_where_the_dashboards_token_is(client, app_e
     page = client.get(f"/studies/{study_id}", headers=HTML).text
     hint = page.split('id="ray-sign-in">', 1)[1].split("</p>", 1)[0]
     assert "<code>normlab token --ray</code>" in hint and "ray_auth_token" in hint
+
+
+def test_each_trial_row_shows_the_knob_values_it_ran_with_the_optimisers_first(client, app_engine):
+    study_id = submit(client, SPEC)
+    start(app_engine, study_id)
+    key = trial_key(study_id, "frozen_ln", 0)
+    with session_scope(app_engine) as session:
+        # As the driver stores a trial's config (workers: TrialConfig), its knobs under "knobs".
+        config = {
+            "method": "frozen_ln",
+            "seed": 0,
+            "knobs": {"tau": 0.5, "weight_decay": 0.01, "lr": 0.0054453},
+        }
+        add_trial(
+            session, study_id, key, phase="grid", method="frozen_ln", seed=0, config=config, status="running"
+        )
+    page = client.get(f"/studies/{study_id}", headers=HTML).text
+    row = page.split(f'data-trial-key="{key}"', 1)[1].split("</tr>", 1)[0]
+    cell = row.split('data-field="hyperparameters">', 1)[1].split("</td>", 1)[0]
+    assert cell == "<code>lr 0.00545, weight_decay 0.01, tau 0.5</code>"
