@@ -42,6 +42,18 @@ def number(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
+def duration(seconds: float | None) -> str:
+    """A time left as the pages print it (the page's script prints the same): "about 40 s", "about 3 min",
+    "about 1.5 h"; "" without an estimate."""
+    if seconds is None:
+        return ""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
@@ -52,6 +64,7 @@ def _environment() -> jinja2.Environment:
     )
     environment.filters["when"] = when
     environment.filters["number"] = number
+    environment.filters["duration"] = duration
     return environment
 
 

@@ -67,6 +67,7 @@ class StudyCard:
     planned: int
     running: int
     percent: int  # done / planned, 0..100
+    seconds_left: float | None  # at the pace so far (studies.store StudyView.seconds_left)
     page_url: str
     report_url: str
     results_url: str | None  # None until the study has final-phase or grid trials (the table 404s before)
@@ -224,6 +225,7 @@ def study_card(
         planned=progress.planned,
         running=progress.running,
         percent=round(100 * progress.fraction),
+        seconds_left=study.seconds_left,
         page_url=page_url,
         report_url=f"{page_url}/report?format=html",
         results_url=results_url(study.dataset, study.id) if has_results else None,

@@ -112,6 +112,9 @@ class StudyOut(BaseModel):
     mlflow_experiment_id: str | None
     mlflow_parent_run_id: str | None
     progress: ProgressOut
+    # Seconds to the study's end at the pace so far (time since start per finished trial); null before a
+    # trial finished and once it ended. Rough: tuning trials that ASHA stops early run faster than finals.
+    seconds_left: float | None = None
     links: StudyLinks
     spec: dict[str, Any]  # the validated spec, defaults filled in
     sequential: SequentialSummary | None = Field(

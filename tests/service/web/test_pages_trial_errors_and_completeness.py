@@ -123,3 +123,19 @@ def test_each_trial_row_shows_the_knob_values_it_ran_with_the_optimisers_first(c
     row = page.split(f'data-trial-key="{key}"', 1)[1].split("</tr>", 1)[0]
     cell = row.split('data-field="hyperparameters">', 1)[1].split("</td>", 1)[0]
     assert cell == "<code>lr 0.00545, weight_decay 0.01, tau 0.5</code>"
+
+
+def test_a_running_study_with_finished_trials_says_how_long_is_left_at_its_pace(client, app_engine):
+    study_id = submit(client, SPEC)
+    start(app_engine, study_id)
+    before = client.get(f"/studies/{study_id}", headers=HTML).text
+    assert (
+        "left at the pace so far" not in before.split('data-field="progress">', 1)[1].split("</span>", 1)[0]
+    )
+    record(app_engine, study_id, "frozen_ln", 0, epochs={1: 0.8}, finished=True)
+    label = client.get(f"/studies/{study_id}", headers=HTML).text.split('data-field="progress">', 1)[1]
+    assert (
+        "1 / 6 trials" in label.split("</span>", 1)[0]
+        and "left at the pace so far" in label.split("</span>", 1)[0]
+    )
+    assert client.get(f"/studies/{study_id}").json()["seconds_left"] >= 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 import sqlalchemy as sa
 
@@ -9,6 +11,7 @@ from studies.store import (
     InvalidStatusTransitionError,
     StudyNotFoundError,
     StudyProgress,
+    StudyView,
     Trial,
     create_study,
     get_study,
@@ -174,6 +177,25 @@ def test_progress_never_counts_more_done_than_planned():
     # run again under a new key) is counted as lost, not done (tests/studies/store/test_attempts.py).
     progress = StudyProgress(planned=3, running=0, succeeded=3, failed=1, cancelled=0)
     assert (progress.done, progress.fraction) == (3, 1.0)
+
+
+def _view(status: str, done: int, *, started_minutes_ago: float = 10.0) -> StudyView:
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+    progress = StudyProgress(planned=10, running=1, succeeded=done, failed=0, cancelled=0)
+    return StudyView(
+        id="s", name="s", dataset="digits", kind="compare", status=status, spec={}, error=None,
+        planned_trials=10, ray_job_id=None, mlflow_experiment_id=None, mlflow_parent_run_id=None,
+        created_at=now, updated_at=now,
+        started_at=now - timedelta(minutes=started_minutes_ago), finished_at=None, progress=progress,
+    )  # fmt: skip
+
+
+def test_the_time_left_is_the_pace_so_far_times_the_trials_still_to_finish():
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+    # 4 of 10 trials in 10 minutes: 2.5 minutes a trial, 6 to go.
+    assert _view("running", 4).seconds_left_at(now) == pytest.approx(15 * 60)
+    assert _view("running", 0).seconds_left_at(now) is None  # no pace before a trial finished
+    assert _view("succeeded", 4).seconds_left_at(now) is None
 
 
 # -------------------------------------------------------- a stopped study's trials end with it
