@@ -72,6 +72,13 @@ ADASTOP_SECONDS = (
 QUICK_STUDIES, QUICK_SECONDS = 300, 5.0  # `--quick` (a smoke run): shows the section's shape, not its numbers
 ADASTOP_PERMUTATIONS = 10_000  # AdaStop's own default B
 TRIALS_AIM = 0.7  # expected seeds under the effect, as a share of the fixed design's
+# Power-matched rows: the design's `power` set to the fixed design's (within these bounds) and max_seeds
+# raised from the fixed design's seed count, one at a time up to this cap, until every comparison with a
+# true difference has the fixed design's power (within MATCH_TOLERANCE) on MATCH_STUDIES studies.
+MATCH_MAX_SEEDS = 20
+MATCH_POWER_BOUNDS = (0.8, 0.99)
+MATCH_STUDIES = 2_000
+MATCH_TOLERANCE = 0.01
 # The tests alone (`calibrate`) run this many times the scenarios' studies: one cheap comparison each, and
 # an error of a few thousandths needs an MC SE near 0.001 to show.
 CALIBRATION_FACTOR = 4
@@ -570,6 +577,38 @@ def summarise(
     )
 
 
+def powers(effect: Outcome, scenario: Scenario, truths: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Each comparison's power under the paper's numbers (a rejection in the wrong direction is none)."""
+    return summarise("", "sequential", {"null": effect, "effect": effect}, scenario, truths, 1).power
+
+
+def power_matched(
+    design: SequentialDesign,
+    effect: np.ndarray,
+    methods: Sequence[str],
+    scenario: Scenario,
+    truths: dict[str, dict[str, float]],
+    fixed: Row,
+) -> tuple[SequentialDesign, bool]:
+    """The design asked for the fixed design's power (its strongest powered comparison, within
+    MATCH_POWER_BOUNDS), with max_seeds raised from the fixed design's seed count until every comparison
+    has the fixed design's power within MATCH_TOLERANCE on the first MATCH_STUDIES studies; (the design at
+    the cap, False) when none does by MATCH_MAX_SEEDS."""
+    low, high = MATCH_POWER_BOUNDS
+    # The strongest comparison sets it: the futility bound stops a comparison whose true difference is the
+    # effect with up to 1 - power, so a weaker `power` caps that comparison's power below the fixed design's.
+    target = max(fixed.power.values(), default=high)
+    asked = design.model_copy(update={"power": round(min(high, max(low, target)), 3)})
+    sample = effect[:MATCH_STUDIES]
+    for max_seeds in range(design.max_seeds, MATCH_MAX_SEEDS + 1):
+        candidate = asked.model_copy(update={"max_seeds": max_seeds})
+        outcome = run_normlab(sample, methods, candidate, higher_is_better=scenario.higher_is_better)
+        found = powers(outcome, scenario, truths)
+        if all(found[m] >= fixed.power[m] - MATCH_TOLERANCE for m in found):
+            return candidate, True
+    return asked.model_copy(update={"max_seeds": MATCH_MAX_SEEDS}), False
+
+
 @dataclass
 class ScenarioResult:
     scenario: Scenario
@@ -596,10 +635,11 @@ def evaluate(
     model = noise_model(spread, methods, scenario.tails)
     designs = {s: scenario.design(spread, s) for s in ("obrien_fleming", "pocock")}
     seeds = designs["obrien_fleming"].max_seeds
+    drawn = max(seeds, MATCH_MAX_SEEDS)  # the power-matched designs may read past the fixed design's seeds
     # A stream per measured spread and noise: adding or dropping a scenario changes no other's draws, and
     # scenarios that differ only in their design (cifar10, cifar10_large_effect) see the same studies.
     rng = np.random.default_rng([seed, zlib.crc32(f"{scenario.report}:{scenario.tails}".encode())])
-    noise = simulate(model, methods, seeds, studies, rng)
+    noise = simulate(model, methods, drawn, studies, rng)
     truths = scenario.truths(spread)
     conditions = {}
     for condition, truth in truths.items():
@@ -620,13 +660,30 @@ def evaluate(
     margin = scenario.margin(spread)
     fixed = {
         c: run_fixed(
-            v, test=scenario.test, alpha=ALPHA, higher_is_better=scenario.higher_is_better, margin=margin
+            v[:, :, :seeds],
+            test=scenario.test,
+            alpha=ALPHA,
+            higher_is_better=scenario.higher_is_better,
+            margin=margin,
         )
         for c, v in conditions.items()
     }
-    result.rows.append(
-        summarise(f"fixed, {seeds} seeds, paired t + Holm", "fixed", fixed, scenario, truths, fixed_trials)
+    fixed_row = summarise(
+        f"fixed, {seeds} seeds, paired t + Holm", "fixed", fixed, scenario, truths, fixed_trials
     )
+    result.rows.append(fixed_row)
+    for spending, design in designs.items():
+        matched, reached = power_matched(design, conditions["effect"], methods, scenario, truths, fixed_row)
+        label = f"{labels[spending]}, power {matched.power}, max_seeds {matched.max_seeds}" + (
+            " (power-matched)" if reached else f" (power not matched by {MATCH_MAX_SEEDS} seeds)"
+        )
+        progress(f"{scenario.name}: {label}, {studies} studies per truth")
+        outcomes = {
+            c: run_normlab(v, methods, matched, higher_is_better=scenario.higher_is_better)
+            for c, v in conditions.items()
+        }
+        result.rows.append(summarise(label, "sequential", outcomes, scenario, truths, fixed_trials))
+    conditions = {c: v[:, :, :seeds] for c, v in conditions.items()}
     if not scenario.adastop:
         result.adastop_note = "AdaStop does not depend on NormLab's `effect`: its rows are those of cifar10."
         return result
@@ -667,10 +724,18 @@ class Calibration:
     fixed_error: float
     fixed_se: float
     studies: int
+    # Sequential minus fixed on the same draws, with the SE of that paired difference: the fixed paired t
+    # test is exact, so this says how far the boundaries are from exact, free of the draws' own luck.
+    excess: float = 0.0
+    excess_se: float = 0.0
 
     @property
     def holds(self) -> bool:
         return self.error <= ALPHA + 1.96 * self.error_se
+
+    @property
+    def matches_exact(self) -> bool:
+        return self.excess <= 1.96 * self.excess_se
 
 
 # (test, what sizes the design, the true difference on the null's boundary): paired differences of sd 1.
@@ -704,6 +769,7 @@ def calibrate(studies: int, *, seed: int = 0) -> list[Calibration]:
             )
             outcome = run_normlab(values, ["reference", "method"], design, higher_is_better=True)
             error = float(outcome.rejected.mean())
+            paired = outcome.rejected[:, 0].astype(float) - fixed.rejected[:, 0].astype(float)
             out.append(
                 Calibration(
                     test=test,
@@ -713,6 +779,8 @@ def calibrate(studies: int, *, seed: int = 0) -> list[Calibration]:
                     fixed_error=fixed_error,
                     fixed_se=math.sqrt(fixed_error * (1.0 - fixed_error) / studies),
                     studies=studies,
+                    excess=float(paired.mean()),
+                    excess_se=float(paired.std(ddof=1) / math.sqrt(studies)),
                 )
             )
     return out
@@ -720,15 +788,17 @@ def calibrate(studies: int, *, seed: int = 0) -> list[Calibration]:
 
 def calibration_table(rows: Sequence[Calibration]) -> str:
     lines = [
-        "| test | spending | type-I error (± MC SE) | fixed design, same data | studies "
-        "| <= alpha within MC error |",
-        "|---|---|---:|---:|---:|---|",
+        "| test | spending | type-I error (± MC SE) | fixed design, same data | minus the fixed design's "
+        "(paired SE) | studies | <= alpha within MC error | as the exact test within MC error |",
+        "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for row in rows:
         status = "holds" if row.holds else "**no**"
+        exact = "holds" if row.matches_exact else "**no**"
         lines.append(
             f"| {row.test} | {row.spending} | {row.error:.4f} ± {row.error_se:.4f} | "
-            f"{row.fixed_error:.4f} ± {row.fixed_se:.4f} | {row.studies:,} | {status} |"
+            f"{row.fixed_error:.4f} ± {row.fixed_se:.4f} | {row.excess:+.4f} ± {row.excess_se:.4f} | "
+            f"{row.studies:,} | {status} | {exact} |"
         )
     return "\n".join(lines)
 
@@ -871,7 +941,12 @@ def _intro(design: SequentialDesign, *, studies: int, adastop_seconds: float) ->
         f"arms), the fixed design (all {design.max_seeds} seeds, a paired t test per comparison, Holm at "
         f"{ALPHA}) and AdaStop ({_adastop_version()}, B = {ADASTOP_PERMUTATIONS:,} permutations, beta 0) on "
         f"the same simulated data: every study draws all {design.max_seeds} seeds of every arm up front, and "
-        f"each design reads only the seeds it asks for. {studies:,} studies per scenario and truth for "
+        f"each design reads only the seeds it asks for. Rows marked `power ..., max_seeds ...` are the same "
+        "design asked for the fixed design's power (`power` set to the fixed design's strongest powered "
+        f"comparison, within {MATCH_POWER_BOUNDS[0]} to {MATCH_POWER_BOUNDS[1]}) with max_seeds raised one "
+        f"seed at a time, up to {MATCH_MAX_SEEDS}, until every comparison's power on {MATCH_STUDIES:,} of the "
+        f"studies is within {MATCH_TOLERANCE} of the fixed design's; they read up to that many seeds of the "
+        f"same draws. {studies:,} studies per scenario and truth for "
         "NormLab and the fixed design; AdaStop, whose permutations run in Python loops, gets up to "
         f"{adastop_seconds:.0f} s per row and scenario, twice that for n={same.n}, K={same.looks} (its study "
         "count is in its row, its MC SE with it)."
@@ -948,17 +1023,25 @@ def reading(results: Sequence[ScenarioResult], calibration: Sequence[Calibration
         above = [
             f"{c.test} {c.spending} {c.error:.4f} ± {c.error_se:.4f}" for c in calibration if not c.holds
         ]
+        inexact = [
+            f"{c.test} {c.spending} {c.excess:+.4f} ± {c.excess_se:.4f}"
+            for c in calibration
+            if not c.matches_exact
+        ]
         lines.append(
             f"NormLab's sequential tests alone (no futility): type-I error {low:.4f} to {high:.4f} at "
             f"nominal {ALPHA} over {calibration[0].studies:,} studies each"
             + (
                 "; within MC error everywhere"
                 if not above
-                else f"; **above alpha** beyond MC error: {'; '.join(above)}. Each look's t boundary is "
-                "matched to its z boundary by its own tail probability, which keeps each look exact on its "
-                "own but not the joint crossing law across looks of t statistics with 2 to 9 degrees of "
-                "freedom: close to alpha, not at or below it. In the superiority scenarios the futility "
-                "stops more than make up for it; equivalence has no futility stop to offset it"
+                else f"; **above alpha** beyond MC error: {'; '.join(above)}"
+            )
+            + "; against the exact fixed paired t test on the same draws: "
+            + (
+                "within MC error of it everywhere (an excess over alpha that the exact test shares on the "
+                "same draws is the draws' luck, not the boundaries')"
+                if not inexact
+                else f"**above it** beyond MC error: {'; '.join(inexact)}"
             )
             + "."
         )
@@ -1001,6 +1084,20 @@ def reading(results: Sequence[ScenarioResult], calibration: Sequence[Calibration
                 + ", ".join(f"{n} {m} {g:+.3f}" for g, n, m in sorted(gaps) if g < -0.01)
             )
             + "."
+        )
+    matched = [(r.scenario.name, row) for r in results for row in r.rows if "max_seeds" in row.design]
+    if matched:
+        lines.append(
+            "Asked for the fixed design's power (`power` set to it, max_seeds raised until every comparison "
+            "reaches it): "
+            + "; ".join(
+                f"{name}, {row.design.removeprefix('NormLab, ')}: {row.trials_effect:.2f}x the fixed "
+                f"design's seeds under the effect, {row.trials_null:.2f}x under the null"
+                for name, row in matched
+            )
+            + ". Where the fixed design's own power is near its limit (0.75 to 0.9), matching it takes as "
+            "many seeds as the fixed design or more: a sequential design saves seeds where a comparison is "
+            "decided early, not where every seed is needed."
         )
     adastop = [
         (r.scenario.name, row)

@@ -98,7 +98,13 @@ def test_adastop_runs_on_the_same_data_when_installed_and_is_named_missing_other
 def test_without_adastop_the_section_says_so_and_keeps_normlabs_rows(monkeypatch):
     monkeypatch.setattr(bench, "adastop_available", lambda: False)
     result = bench.evaluate(OVERWHELMING, studies=20, adastop_seconds=0.0)
-    assert [row.kind for row in result.rows] == ["sequential", "sequential", "fixed"]
+    assert [row.kind for row in result.rows] == [
+        "sequential",
+        "sequential",
+        "fixed",
+        "sequential",
+        "sequential",
+    ]
     text = bench.section([result], studies=20, adastop_seconds=0.0)
     assert "AdaStop was not installed" in text and "not installed" in text.split("\n\n")[1]
 
@@ -119,11 +125,37 @@ def test_the_section_has_a_table_per_scenario_with_every_design_and_a_reading(ov
     assert "### overwhelming: superiority, 1 comparison with frozen_ln" in text
     assert "reports/sst2_autonorm_s_beats_frozen_ln.json" in text
     table = [line for line in text.splitlines() if line.startswith("| NormLab") or line.startswith("| fixed")]
-    assert len(table) == 3
+    assert len(table) == 5
     obf = next(line for line in table if "O'Brien-Fleming" in line).split(" | ")
     assert obf[2] == "1.000" and obf[3] == f"{overwhelming.rows[0].trials_effect:.2f}x"  # power, seeds
     assert "### What holds and what does not" in text
     assert "aim of 0.7x is met everywhere" in text
+
+
+def test_a_power_matched_row_asks_for_the_fixed_designs_power_and_reaches_it(overwhelming):
+    fixed = next(row for row in overwhelming.rows if row.kind == "fixed")
+    matched = [row for row in overwhelming.rows if "max_seeds" in row.design]
+    assert [row.design for row in matched] == [
+        "NormLab, O'Brien-Fleming, power 0.99, max_seeds 10 (power-matched)",
+        "NormLab, Pocock, power 0.99, max_seeds 10 (power-matched)",
+    ]
+    assert all(
+        row.power["autonorm_s"] >= fixed.power["autonorm_s"] - bench.MATCH_TOLERANCE for row in matched
+    )
+
+
+def test_a_design_that_cannot_reach_the_fixed_power_says_so_at_the_cap():
+    scenario = next(s for s in bench.SCENARIOS if s.name == "cifar10")
+    spread = bench.measured_spread(scenario.report)
+    methods = scenario.methods(spread)
+    fixed = bench.Row(
+        "fixed", "fixed", 1, 0.0, 0.0, {"autonorm_s": 1.0, "random_selector": 1.0}, 1.0, None, 1, 1, 0
+    )
+    values = np.zeros((3, len(methods), bench.MATCH_MAX_SEEDS))  # no difference at all: no power anywhere
+    design, reached = bench.power_matched(
+        scenario.design(spread, "pocock"), values, methods, scenario, scenario.truths(spread), fixed
+    )
+    assert not reached and design.max_seeds == bench.MATCH_MAX_SEEDS and design.power == 0.99
 
 
 def test_the_section_replaces_its_own_part_of_benchmarks_md_or_goes_before_the_kept_sections():
@@ -167,3 +199,6 @@ def test_the_tests_alone_share_one_sided_behaviour_between_non_inferiority_and_e
         assert by["equivalence", spending].fixed_error == by["non_inferiority", spending].fixed_error
     for row in rows:
         assert row.studies == 300 and 0.0 < row.error < 0.2
+        # The paired difference from the exact fixed test is the two error rates' difference, same draws.
+        assert row.excess == pytest.approx(row.error - row.fixed_error)
+        assert row.excess_se > 0.0
