@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from service.cli.results_view import WIDE_COLUMNS, narrow_results
+
 __all__ = [
     "TERMINAL",
     "ApiClient",
@@ -243,15 +245,20 @@ def print_results(
     reference: str | None = None,
 ) -> None:
     """Print the results table: `table` shows the API's markdown rendering laid out for the terminal (the
-    one rendering of the table, warnings and per-seed values included); json / csv / md / html as is."""
-    params: dict[str, str] = {"format": "md" if fmt == "table" else fmt}
+    one rendering of the table, warnings and per-seed values included), or in a terminal narrower than
+    WIDE_COLUMNS its decisive columns (service.cli.results_view); json / csv / md / html as is."""
+    narrow = fmt == "table" and console.width < WIDE_COLUMNS
+    params: dict[str, str] = {"format": "json" if narrow else "md" if fmt == "table" else fmt}
     if study_id:
         params["study"] = study_id
     if reference:
         params["reference"] = reference
     with ApiClient(api_url) as api:
         response = api.request("GET", f"/results/{dataset}", params=params)
-    if fmt == "table":
+    if narrow:
+        # The markdown table's cells were cut to "0.8…" in 80 columns: the decisive columns, folded.
+        console.print(narrow_results(response.json(), dataset=dataset))
+    elif fmt == "table":
         console.print(Markdown(response.text))
     else:
         console.print(response.text, markup=False, highlight=False, soft_wrap=True)

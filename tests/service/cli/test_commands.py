@@ -133,6 +133,24 @@ def test_results_prints_csv_raw_and_rejects_unknown_formats(wired, client, app_e
     assert runner.invoke(cli.app, ["results", "digits", "--format", "xlsx"]).exit_code == 1
 
 
+def test_in_an_80_column_terminal_the_table_keeps_its_decisive_columns_whole(
+    wired, client, app_engine, spec_file, monkeypatch
+):
+    runner.invoke(cli.app, ["submit", str(spec_file)])
+    (study,) = client.get("/studies").json()
+    _finish(app_engine, study["id"])
+    monkeypatch.setattr(api_client, "console", Console(width=80))
+    result = runner.invoke(cli.app, ["results", "digits"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and max(len(line) for line in result.output.splitlines()) <= 80
+    table = client.get("/results/digits").json()
+    autonorm = next(row for row in table["rows"] if row["method"] == "autonorm_s")
+    line = next(line for line in result.output.splitlines() if "│autonorm_s" in line)
+    assert f"{autonorm['mean']:.4g}" in line and f"{autonorm['diff_mean']:+.4g}" in line
+    assert autonorm["verdict"].split()[0] in result.output
+    assert "normlab results digits --format md" in result.output
+
+
 def test_an_unknown_reference_is_reported_as_a_bad_option_naming_the_choices(
     wired, client, app_engine, spec_file
 ):
