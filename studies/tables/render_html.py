@@ -53,6 +53,19 @@ _SEQUENTIAL_VERDICT_CLASS = {
     NOT_TESTED: "insufficient",
 }
 
+# Columns of studies.tables.columns.display_headers shown only with "every column" ticked: the BCa interval,
+# the test's name, the raw p, the effect size, P(improve) and the MDE. The decisive ones (method, seeds,
+# mean and interval, the difference and its interval, the adjusted p, the verdict) fit a 1280 px window.
+_SECONDARY_COLUMNS = frozenset({4, 7, 8, 10, 11, 12})
+
+
+def _head_cell(index: int, header: str) -> str:
+    if index == 0:
+        return f'<th class="label">{escape(header)}</th>'
+    more = ' class="more"' if index in _SECONDARY_COLUMNS else ""
+    return f"<th{more}>{escape(header)}</th>"
+
+
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem; color: #1f2328; }
 h1 { font-size: 1.35rem; margin-bottom: 0.25rem; }
@@ -80,6 +93,8 @@ figure.evidence figcaption { color: #57606a; font-size: 0.9rem; margin-bottom: 0
 figure.evidence svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
 section.completeness li.incomplete { background: #fff8c5; color: #7d4e00; padding: 0.1rem 0.4rem; }
+#every-column:not(:checked) ~ table .more { display: none; }
+label.columns { color: #57606a; font-size: 0.9rem; }
 """
 
 
@@ -95,22 +110,25 @@ def to_html(
     run_links = run_links or {}
     fmt = formatter_for(table)
     headers = display_headers(table)
-    head_cells = "".join(
-        f'<th class="label">{escape(h)}</th>' if i == 0 else f"<th>{escape(h)}</th>"
-        for i, h in enumerate(headers)
-    )
+    order = [i for i in range(len(headers)) if i not in _SECONDARY_COLUMNS] + sorted(_SECONDARY_COLUMNS)
+    head_cells = "".join(_head_cell(i, headers[i]) for i in order)
     verdict_column = headers.index("verdict")
     body_rows = []
     for row in table.rows:
+        texts = display_cells(table, fmt, row)
         cells = []
-        for i, text in enumerate(display_cells(table, fmt, row)):
+        for i in order:
+            text = texts[i]
+            more = " more" if i in _SECONDARY_COLUMNS else ""
             if i == 0:
                 cells.append(f'<td class="label">{escape(text)}</td>')
             elif i == verdict_column:
                 css = _VERDICT_CLASS.get(row.verdict) or _SEQUENTIAL_VERDICT_CLASS.get(row.verdict, "nsd")
                 cells.append(f'<td class="verdict {css}">{escape(text)}</td>')
             else:
-                cells.append(f"<td>{escape(text)}</td>")
+                cells.append(
+                    f'<td class="{more.strip()}">{escape(text)}</td>' if more else f"<td>{escape(text)}</td>"
+                )
         body_rows.append("<tr>" + "".join(cells) + "</tr>")
 
     details = []
@@ -154,6 +172,8 @@ def to_html(
 <figure class="forest">
 {forest_plot_svg(table)}
 </figure>
+<input type="checkbox" id="every-column"> <label class="columns" for="every-column">every column (BCa interval,
+test, raw p, effect size, P(improve), MDE)</label>
 <table>
 <thead><tr>{head_cells}</tr></thead>
 <tbody>

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from html.parser import HTMLParser
 
 from rich.console import Console
@@ -129,7 +130,7 @@ class _TableCounter(HTMLParser):
         self.mismatched = 0
 
     def handle_starttag(self, tag, attrs) -> None:
-        if tag in ("meta",):
+        if tag in ("meta", "input"):  # void elements: no end tag
             return
         self.open.append(tag)
         self.in_tbody |= tag == "tbody"
@@ -147,6 +148,19 @@ def test_html_is_well_formed_with_one_body_row_per_method() -> None:
     counter.feed(edge_case_table().to_html())
     assert counter.mismatched == 0 and counter.open == []
     assert counter.body_rows == 4
+
+
+def test_html_puts_the_decisive_columns_first_and_the_rest_behind_the_every_column_toggle() -> None:
+    page = edge_case_table().to_html()
+    head = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0]
+    shown = re.findall(r"<th(?: class=\"label\")?>([^<]*)</th>", head)
+    assert shown[0] == "method" and shown.index("verdict") < len(shown)
+    assert [h for h in shown if "Δ" in h or h.startswith("p adj")] and "effect size" not in shown
+    more = re.findall(r'<th class="more">([^<]*)</th>', head)
+    assert "effect size" in more and "P(improve)" in more and "MDE 80 %" in more and "p" in more
+    assert head.index('class="more"') > head.index(">verdict<")  # behind the decisive ones
+    assert '<input type="checkbox" id="every-column">' in page
+    assert "#every-column:not(:checked) ~ table .more { display: none; }" in page
 
 
 def test_html_escapes_names_and_shows_warnings_and_run_ids() -> None:
@@ -189,3 +203,19 @@ def test_numbers_use_one_number_of_decimals_per_table() -> None:
     assert "| 82.96 |" in percent  # four significant digits of a percentage
     fraction = cifar_table().to_markdown()
     assert "| 0.8300 |" in fraction
+
+
+def test_in_a_1280_px_window_the_html_table_needs_no_sideways_scroll_until_every_column_is_asked_for(
+    chromium, tmp_path
+) -> None:
+    page_file = tmp_path / "results.html"
+    page_file.write_text(edge_case_table().to_html(), encoding="utf-8")
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(page_file.as_uri())
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        narrow = page.evaluate("document.querySelector('table').scrollWidth")
+        page.check("#every-column")
+        assert page.evaluate("document.querySelector('table').scrollWidth") > narrow  # the rest came back
+    finally:
+        page.close()
