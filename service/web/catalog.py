@@ -49,6 +49,9 @@ class TierVerdict:
     generated_at: str | None  # when the report was written (ISO 8601)
     report_url: str | None  # the stored HTML report, served by the catalog page's route
     stale: str | None = None  # why the report is stale against this tree (fingerprint); None: current
+    # The dataset the study ran on where it is not the claim's own (a stand-in: digits for cifar10), so
+    # a verdict never reads as one on the paper's dataset; None where it ran on the claim's dataset.
+    ran_on: str | None = None
 
     @property
     def css(self) -> str:
@@ -115,7 +118,15 @@ def _tier_verdict(reports_dir: Path, claim_id: str, tier: str, check_code: str) 
         generated_at=provenance.get("generated_at") if isinstance(provenance, dict) else None,
         report_url=f"/catalog/reports/{tier}/{claim_id}" if html is not None else None,
         stale=staleness(provenance.get("fingerprint") if isinstance(provenance, dict) else None, current),
+        ran_on=_ran_on(report, get_claim(claim_id).dataset),
     )
+
+
+def _ran_on(report: dict[str, Any], claim_dataset: str) -> str | None:
+    dataset = report.get("dataset")
+    if not isinstance(dataset, str) or not dataset or dataset == claim_dataset:
+        return None
+    return f"{dataset} (stand-in for {claim_dataset})"
 
 
 def _read(path: Path) -> dict[str, Any] | None:

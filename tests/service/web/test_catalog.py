@@ -29,8 +29,10 @@ def _report(
     reason: str | None = None,
     html: bool = True,
     fingerprint: dict | None = None,
+    dataset: str | None = None,
 ) -> None:
-    """A stored report; with `fingerprint`, the one run_catalog.py recorded when it wrote the report."""
+    """A stored report; with `fingerprint`, the one run_catalog.py recorded when it wrote the report;
+    `dataset`: the one the study ran on."""
     folder.mkdir(parents=True, exist_ok=True)
     provenance = {"generated_at": "2026-12-03T18:38:44+00:00"}
     if fingerprint is not None:
@@ -40,7 +42,7 @@ def _report(
         "verdict": verdict,
         "result": {"verdict": verdict, "reason": reason},
         "provenance": provenance,
-    }
+    } | ({"dataset": dataset} if dataset else {})
     (folder / f"{claim}.json").write_text(json.dumps(report), encoding="utf-8")
     if html:
         (folder / f"{claim}.html").write_text(f"<h1>{claim} report</h1>", encoding="utf-8")
@@ -131,6 +133,19 @@ def test_the_catalog_page_marks_a_stale_verdict(client, reports):
     )
     assert '<span class="verdict stale warning" title="check code changed">stale</span>' in text
     assert text.count("data-stale=") == 1  # the other claims have no report
+
+
+def test_a_verdict_on_a_stand_in_says_what_it_ran_on_and_a_stale_one_is_drawn_faded(client, reports):
+    claim = "cifar10_autonorm_s_beats_frozen_ln"
+    stale = _current(claim, "cpu") | {"check_code": "0" * 64}
+    _report(reports, claim, "contradicted", fingerprint=stale, dataset="digits_c")
+    _report(reports, CLAIM, "supported", fingerprint=_current(CLAIM, "cpu"), dataset="california_housing")
+    text = client.get("/catalog", headers=HTML).text
+    cell = text.split(f'data-claim="{claim}"', 1)[1].split('data-tier="cpu"', 1)[1].split("</td>", 1)[0]
+    assert '<span class="muted" data-field="ran-on">ran on digits_c (stand-in for cifar10)</span>' in cell
+    assert '<span class="verdict contradicted superseded"' in cell
+    own = text.split(f'data-claim="{CLAIM}"', 1)[1].split('data-tier="cpu"', 1)[1].split("</td>", 1)[0]
+    assert "ran on" not in own and "superseded" not in own
 
 
 def test_the_catalog_page_shows_each_claims_verdicts_and_links_the_stored_reports(client, reports):
