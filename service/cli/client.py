@@ -42,7 +42,7 @@ err_console = Console(stderr=True)
 # The API's status vocabulary (studies.store.StudyStatus), as strings: this client imports nothing of the
 # service, so the CLI starts without SQLAlchemy.
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
-_FORMATS = ("table", "json", "csv", "md", "html")
+_FORMATS = ("table", "json", "csv", "md", "html", "latex")
 REPORT_TIMEOUT_S = 900.0
 # A plan simulates a sequential design (a few seconds for seven methods on one core, more on a busy one).
 PLAN_TIMEOUT_S = 300.0

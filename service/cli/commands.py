@@ -279,7 +279,12 @@ def _service_status(api_url: str) -> None:
 @app.command()
 def results(
     dataset: str = typer.Argument(..., help="dataset name, e.g. digits"),
-    format: str = typer.Option("table", "--format", "-f", help="table | json | csv | md | html"),
+    format: str = typer.Option(
+        "table",
+        "--format",
+        "-f",
+        help="table | json | csv | md | html | latex (a booktabs table for a paper)",
+    ),
     study: str | None = typer.Option(None, "--study", help="study id(s), comma-separated, or `all`"),
     reference: str | None = typer.Option(None, "--reference", help="reference method (default: the study's)"),
 ) -> None:

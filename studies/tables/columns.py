@@ -9,7 +9,14 @@ from studies.tables.formatting import DASH, Formatter, format_p, format_ratio
 if TYPE_CHECKING:
     from studies.tables.model import ResultsRow, ResultsTableData
 
-__all__ = ["display_cells", "display_headers", "formatter_for", "table_caption"]
+__all__ = ["SECONDARY_COLUMNS", "display_cells", "display_headers", "formatter_for", "table_caption"]
+
+
+# Columns of display_headers a compact rendering leaves out (the HTML page behind its "every column"
+# toggle, the LaTeX table): the BCa interval, the test's name, the raw p, the effect size, P(improve) and
+# the MDE. The rest are the decisive ones: method, seeds, mean and interval, the difference from the
+# reference and its interval, the adjusted p, the verdict (and the paper's number where there is one).
+SECONDARY_COLUMNS = frozenset({4, 7, 8, 10, 11, 12})
 
 
 def display_headers(table: ResultsTableData) -> list[str]:

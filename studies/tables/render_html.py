@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
-from studies.tables.columns import display_cells, display_headers, formatter_for, table_caption
+from studies.tables.columns import (
+    SECONDARY_COLUMNS,
+    display_cells,
+    display_headers,
+    formatter_for,
+    table_caption,
+)
 from studies.tables.formatting import Formatter
 from studies.tables.render_sequential import sequential_blocks
 from studies.tables.render_svg import forest_plot_svg
@@ -53,16 +59,11 @@ _SEQUENTIAL_VERDICT_CLASS = {
     NOT_TESTED: "insufficient",
 }
 
-# Columns of studies.tables.columns.display_headers shown only with "every column" ticked: the BCa interval,
-# the test's name, the raw p, the effect size, P(improve) and the MDE. The decisive ones (method, seeds,
-# mean and interval, the difference and its interval, the adjusted p, the verdict) fit a 1280 px window.
-_SECONDARY_COLUMNS = frozenset({4, 7, 8, 10, 11, 12})
-
 
 def _head_cell(index: int, header: str) -> str:
     if index == 0:
         return f'<th class="label">{escape(header)}</th>'
-    more = ' class="more"' if index in _SECONDARY_COLUMNS else ""
+    more = ' class="more"' if index in SECONDARY_COLUMNS else ""
     return f"<th{more}>{escape(header)}</th>"
 
 
@@ -110,7 +111,7 @@ def to_html(
     run_links = run_links or {}
     fmt = formatter_for(table)
     headers = display_headers(table)
-    order = [i for i in range(len(headers)) if i not in _SECONDARY_COLUMNS] + sorted(_SECONDARY_COLUMNS)
+    order = [i for i in range(len(headers)) if i not in SECONDARY_COLUMNS] + sorted(SECONDARY_COLUMNS)
     head_cells = "".join(_head_cell(i, headers[i]) for i in order)
     verdict_column = headers.index("verdict")
     body_rows = []
@@ -119,7 +120,7 @@ def to_html(
         cells = []
         for i in order:
             text = texts[i]
-            more = " more" if i in _SECONDARY_COLUMNS else ""
+            more = " more" if i in SECONDARY_COLUMNS else ""
             if i == 0:
                 cells.append(f'<td class="label">{escape(text)}</td>')
             elif i == verdict_column:

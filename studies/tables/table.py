@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from studies.tables.model import ResultsTableData
 from studies.tables.render_html import to_html
+from studies.tables.render_latex import to_latex
 from studies.tables.render_text import to_csv, to_json, to_markdown
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ class ResultsTable(ResultsTableData):
 
     def to_html(self) -> str:
         return to_html(self)
+
+    def to_latex(self) -> str:
+        return to_latex(self)
 
     def to_rich(self) -> RichTable:
         from studies.tables.render_rich import to_rich  # rich is imported only when one is asked for

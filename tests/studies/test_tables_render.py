@@ -219,3 +219,24 @@ def test_in_a_1280_px_window_the_html_table_needs_no_sideways_scroll_until_every
         assert page.evaluate("document.querySelector('table').scrollWidth") > narrow  # the rest came back
     finally:
         page.close()
+
+
+def test_latex_is_a_booktabs_table_of_the_decisive_columns_with_the_statistics_as_its_caption() -> None:
+    table = edge_case_table()
+    latex = table.to_latex()
+    assert latex.count(r"\begin{table}") == 1 and r"\toprule" in latex and r"\bottomrule" in latex
+    header = latex.split(r"\toprule", 1)[1].split(r"\midrule", 1)[0]
+    assert header.startswith("\nmethod & ") and "verdict" in header
+    assert "effect size" not in header and "P(improve)" not in header  # behind the HTML toggle too
+    body = latex.split(r"\midrule", 1)[1].split(r"\bottomrule", 1)[0].strip().splitlines()
+    assert len(body) == len(table.rows) and all(line.endswith(r" \\") for line in body)
+    assert r"$\Delta$" in header and "Δ" not in latex.split("%", 1)[1].split("\n", 1)[1]
+    assert r"\caption{" in latex and r"\label{tab:normlab-" in latex
+
+
+def test_latex_escapes_what_latex_would_read_as_commands():
+    from studies.tables.render_latex import latex_escape
+
+    assert latex_escape(r"a_b & 50% {x} #1 $y ~ ^\ ") == (
+        r"a\_b \& 50\% \{x\} \#1 \$y \textasciitilde{} \textasciicircum{}\textbackslash{} "
+    )

@@ -56,6 +56,7 @@ router = APIRouter(prefix="/results", tags=["results"])
                 "text/csv": {},
                 "text/markdown": {},
                 "text/html": {},
+                "application/x-latex": {},
             }
         },
         **error_responses(404, 422, 503),
@@ -65,7 +66,7 @@ async def read_results(
     dataset: str,
     database: DatabaseDep,
     settings: SettingsDep,
-    format: Literal["json", "csv", "md", "html"] = "json",
+    format: Literal["json", "csv", "md", "html", "latex"] = "json",
     study: Annotated[
         list[StorableText] | None,
         Query(
@@ -153,6 +154,8 @@ def _render(
         return PlainTextResponse(table.to_csv(), media_type="text/csv")
     if format == "md":
         return PlainTextResponse(table.to_markdown(), media_type="text/markdown")
+    if format == "latex":
+        return PlainTextResponse(table.to_latex(), media_type="application/x-latex")
     assert evidence is not None, "json and html show the evidence, so _select read it"
     # Optuna's evaluators run here, on the trials _select read, with no connection held.
     from studies.store.results_tuning import tuning_of

@@ -82,14 +82,20 @@ def test_failed_seeds_are_counted_as_failures_not_values(client, app_engine, fin
 
 @pytest.mark.parametrize(
     ("fmt", "media_type", "marker"),
-    [("csv", "text/csv", "method,"), ("md", "text/markdown", "| "), ("html", "text/html", "<table")],
+    [
+        ("csv", "text/csv", "method,"),
+        ("md", "text/markdown", "| "),
+        ("html", "text/html", "<table"),
+        ("latex", "application/x-latex", r"\begin{tabular}"),
+    ],
 )
 def test_the_table_renders_as_csv_markdown_and_html(client, finished_study, fmt, media_type, marker):
     response = client.get("/results/digits", params={"format": fmt})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith(media_type)
     assert marker in response.text
-    assert "autonorm_s" in response.text and "frozen_ln" in response.text
+    text = response.text.replace(r"\_", "_")  # LaTeX escapes the underscore
+    assert "autonorm_s" in text and "frozen_ln" in text
 
 
 def test_csv_has_a_line_per_method(client, finished_study):
