@@ -15,6 +15,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,12 +23,15 @@ from fastapi.responses import FileResponse, Response
 from sqlalchemy.orm import Session
 
 from service.api.deps import DatabaseDep, SettingsDep
+from service.api.errors import NoResultsError
 from service.api.load_shedding import DatabaseGate
 from service.api.mlflow_links import mlflow_sign_in_user
+from service.api.results import ResultsSelection, choose_results, results_table
 from service.api.routes.plans import cluster_of
-from service.api.routes.text import StorableText
+from service.api.routes.text import NamedText, StorableText
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
+from service.web.compare import CompareSide, compared_table, spec_differences
 from service.web.negotiation import HtmlRoute
 from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
@@ -129,6 +133,50 @@ async def catalog_report(request: Request, tier: str, claim_id: str, reports: Re
     if path is None:
         return _not_found(request, f"No {tier} report of claim {claim_id!r} is stored here.")
     return FileResponse(path, media_type="text/html; charset=utf-8")
+
+
+@_pages.get("/compare", name="compare_page")
+async def compare_page(request: Request, a: NamedText, b: NamedText, database: DatabaseDep) -> Response:
+    """Two studies side by side: what their specs set differently and each one's own results table."""
+    try:
+        studies, selections = await database.read(partial(_compare_data, ids=(a, b)))
+    except StudyNotFoundError as exc:
+        return _not_found(request, str(exc))
+    sides = await run_in_threadpool(partial(_compare_sides, studies, selections))
+    differences = spec_differences(studies[0].spec, studies[1].spec)
+    return render(request, "compare.html", {"sides": sides, "differences": differences})
+
+
+def _compare_data(
+    session: Session, *, ids: tuple[str, str]
+) -> tuple[list[StudyView], list[ResultsSelection | str]]:
+    """Both studies and, for each, its own results selection (or why it has none yet)."""
+    studies = [get_study(session, study_id=study_id) for study_id in ids]
+    selections: list[ResultsSelection | str] = []
+    for study in studies:
+        try:
+            selections.append(choose_results(session, dataset=study.dataset, study_ids=[study.id]))
+        except NoResultsError as exc:
+            selections.append(str(exc))
+    return studies, selections
+
+
+def _compare_sides(studies: list[StudyView], selections: list[ResultsSelection | str]) -> list[CompareSide]:
+    sides = []
+    for study, selection in zip(studies, selections, strict=True):
+        table = None if isinstance(selection, str) else compared_table(results_table(selection))
+        sides.append(
+            CompareSide(
+                id=study.id,
+                name=study.name,
+                status=study.status,
+                dataset=study.dataset,
+                page_url=f"/studies/{quote(study.id, safe='')}",
+                table=table,
+                why_no_table=selection if isinstance(selection, str) else None,
+            )
+        )
+    return sides
 
 
 async def _study_page(study_id: str, database: DatabaseGate, settings: Settings) -> StudyPage | None:

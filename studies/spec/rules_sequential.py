@@ -14,29 +14,6 @@ if TYPE_CHECKING:
 __all__ = ["sequential_design_fits_the_study"]
 
 
-def _claim_problem(spec: StudySpec) -> str | None:
-    """Why the study's claims cannot be judged on the looks (None: they can, or there is no claim): the
-    spec's claim and every claim that reads the same study may compare only methods with the reference on
-    the primary metric, which is what the looks decide."""
-    if spec.claim is None or spec.sequential is None:
-        return None
-    # Imported here, as the claim validator does: the claims carry their checks (scipy).
-    from studies.catalog import claims_reading
-    from studies.catalog.claims import load_claims
-    from studies.claims.sequential import sequential_problem
-
-    claims = load_claims()
-    if spec.claim not in claims:
-        return None  # an unknown claim is the claim field's own error
-    for claim_id in claims_reading(spec.claim):
-        # A claim that needs one of the design's extra pairs is refused still: judging a pair's outcome
-        # is check code, which changes with the next re-run of the catalog.
-        problem = sequential_problem(claims[claim_id].check, spec.reference)
-        if problem is not None:
-            return problem if claim_id == spec.claim else f"{claim_id}, which reads the same study: {problem}"
-    return None
-
-
 def _pairs_fit_the_methods(spec: StudySpec, fail: Fail) -> None:
     """Each extra pair names two different methods of the study, neither pair repeated (in either order),
     and none is a comparison with the reference, which every method has already."""
@@ -111,7 +88,7 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             spec.methods,
         )
     _pairs_fit_the_methods(spec, fail)
-    problem = _claim_problem(spec)
+    problem = spec.sequential_claim_problem()
     if problem is not None:
         fail(
             ("sequential",),

@@ -208,6 +208,39 @@ class StudySpec(_Strict):
             )
         return claim
 
+    def sequential_claim_problem(self) -> str | None:
+        """Why the study's claims cannot be judged on its sequential design's looks (None: they can, or
+        there is no claim or no design): the spec's claim and every claim that reads the same study may
+        compare only methods with the reference on the primary metric, which is what the looks decide."""
+        if self.claim is None or self.sequential is None:
+            return None
+        # Imported here, as _known_claim does: the claims carry their checks (scipy).
+        from studies.catalog.claims import load_claims
+        from studies.claims.sequential import sequential_problem
+
+        claims = load_claims()
+        if self.claim not in claims:
+            return None  # an unknown claim is the claim field's own error
+        # The claims that read this study at some size (conservative: a size-specific share counts too).
+        readers = [
+            c
+            for c, claim in claims.items()
+            if c == self.claim
+            or claim.shares_study_with == self.claim
+            or self.claim in claim.shares_study_at.values()
+        ]
+        for claim_id in readers:
+            # A claim that needs one of the design's extra pairs is refused still: judging a pair's
+            # outcome is check code, which changes with the next re-run of the catalog.
+            problem = sequential_problem(claims[claim_id].check, self.reference)
+            if problem is not None:
+                return (
+                    problem
+                    if claim_id == self.claim
+                    else f"{claim_id}, which reads the same study: {problem}"
+                )
+        return None
+
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> StudySpec:
         # Cross-field rules (studies.spec.rules), all collected so one response lists every problem with
