@@ -196,6 +196,13 @@ class Settings(BaseSettings):
     max_submit_failures: int = Field(8, ge=1)
     submit_backoff_s: float = Field(5.0, ge=0)
     submit_backoff_max_s: float = Field(300.0, ge=0)
+    # Where to announce a study's end (succeeded, failed or cancelled): the reconcile loop POSTs one JSON
+    # object per ended study (id, name, status, error, links) to this URL, e.g. a Slack or Mattermost
+    # incoming webhook or an ntfy topic; a failed POST is tried again on the next tick. None: no
+    # announcements. Studies that ended over notify_window_s before a POST could reach the URL are not
+    # announced late.
+    notify_url: str | None = Field(None, pattern=r"^https?://")
+    notify_window_s: float = Field(3600.0, gt=0)
     # CPU trials train on warm trial hosts (workers.trials.host): per node, long-lived processes that keep
     # torch and the loaded datasets between studies. The first CPU study's driver starts them.
     # False: every trial trains in its own Tune trial process, as GPU trials always do.

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy.engine import Engine
 
 from service.orchestration.dispatcher import condensed
+from service.orchestration.notify import StudyNotifier
 from service.orchestration.ports import Dispatcher, DispatchError, JobState
 from service.orchestration.study_runs import MlflowUnavailableError, StudyRuns
 from service.settings import Settings, get_settings
@@ -64,7 +65,8 @@ def _utcnow() -> datetime:
 
 
 class StudyReconciler:
-    """One tick: submit queued studies, look after running ones' drivers, close ended studies' runs.
+    """One tick: submit queued studies, look after running ones' drivers, close ended studies' runs, and
+    announce ended studies where NORMLAB_NOTIFY_URL is set (service.orchestration.notify).
 
     `settings` gives the recovery rules and the MLflow server (None: the process's settings, read from the
     environment); `runs` closes MLflow runs (None: on that server); `close_batch` bounds the ended studies
@@ -96,6 +98,16 @@ class StudyReconciler:
         self.clock = clock
         self.runs = runs if runs is not None else StudyRuns(str(settings.mlflow_tracking_uri))
         self.close_batch = close_batch
+        self.notifier = (
+            StudyNotifier(
+                engine,
+                url=settings.notify_url,
+                api_url=str(settings.api_url),
+                window_s=settings.notify_window_s,
+            )
+            if settings.notify_url
+            else None
+        )
         # Running studies as the first tick found them, until their job has been looked at once: a driver
         # already gone then was interrupted by a stop of the stack, not killed by its study.
         self._found_at_start: set[str] | None = None
@@ -140,7 +152,7 @@ class StudyReconciler:
         if self._found_at_start is None:
             with session_scope(self.engine, readonly=True) as session:
                 self._found_at_start = {s.id for s in list_studies(session, status=StudyStatus.RUNNING)}
-        for step in (self._submit_queued, self._check_running, self._close_ended_runs):
+        for step in (self._submit_queued, self._check_running, self._close_ended_runs, self._announce_ended):
             if self._stopping:
                 return
             step()
@@ -327,6 +339,10 @@ class StudyReconciler:
         return f"study driver ended ({state.value}) without recording an outcome. Log tail:\n{tail}"
 
     # ----- ended studies ------------------------------------------------------------------------------
+
+    def _announce_ended(self) -> None:
+        if self.notifier is not None:
+            self.notifier.tick()
 
     def _close_ended_runs(self) -> None:
         with session_scope(self.engine, readonly=True) as session:

@@ -9,6 +9,7 @@ keyword-only functions below; they return frozen value objects (histories: plain
 from studies.store._attempts import end_attempt, record_attempt, record_submit_failure
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
 from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
+from studies.store._notifications import mark_announced, studies_to_announce
 from studies.store._studies import (
     create_study,
     create_study_once,
@@ -74,6 +75,7 @@ __all__ = [
     "list_studies_with_open_mlflow_runs",
     "list_trials",
     "make_engine",
+    "mark_announced",
     "mark_mlflow_closed",
     "normalize_database_url",
     "read_only",
@@ -86,6 +88,7 @@ __all__ = [
     "session_scope",
     "set_study_runtime",
     "set_study_status",
+    "studies_to_announce",
     "study_histories",
     "study_looks",
     "study_progress",

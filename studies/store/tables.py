@@ -36,6 +36,7 @@ __all__ = [
     "Study",
     "StudyAttempt",
     "StudyLook",
+    "StudyNotification",
     "StudySubmitFailure",
     "Trial",
     "TrialEpoch",
@@ -117,6 +118,17 @@ class StudyAttempt(Base):
     # The driver was found dead when the service started (the stack was stopped under it): such a death
     # does not count against the study's attempt limit.
     interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class StudyNotification(Base):
+    """A study whose end was announced to the notification URL (service.orchestration.notify)."""
+
+    __tablename__ = "study_notifications"
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    notified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class StudySubmitFailure(Base):
