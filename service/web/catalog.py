@@ -54,6 +54,12 @@ class TierVerdict:
     ran_on: str | None = None
 
     @property
+    def badge(self) -> str:
+        """The verdict as its badge reads: with the stand-in it was reached on, e.g. "contradicted on
+        digits_c (stand-in)"."""
+        return f"{self.verdict} on {self.ran_on} (stand-in)" if self.ran_on else self.verdict
+
+    @property
     def css(self) -> str:
         """The verdict's colour class, as the report pages name them (`not tested` -> `not-tested`)."""
         return {NOT_RUN: "none", NO_STUDY: "not-tested"}.get(self.verdict, self.verdict.replace(" ", "-"))
@@ -126,7 +132,7 @@ def _ran_on(report: dict[str, Any], claim_dataset: str) -> str | None:
     dataset = report.get("dataset")
     if not isinstance(dataset, str) or not dataset or dataset == claim_dataset:
         return None
-    return f"{dataset} (stand-in for {claim_dataset})"
+    return dataset
 
 
 def _read(path: Path) -> dict[str, Any] | None:
