@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from service.api.errors import NoResultsError, UnknownDatasetError, UnknownMetricError
 from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import KNOWN_DATASETS, METRIC_DIRECTIONS
+from studies.spec.diff import spec_differences
 from studies.store import StudyView, get_study, list_studies, list_trials
 from studies.store import results as study_results
 from studies.store.completeness import StudyCompleteness, read_completeness
@@ -38,6 +39,7 @@ __all__ = [
     "ResultsSelection",
     "choose_results",
     "mlflow_run_links",
+    "refuse_mixed_pool",
     "results_table",
     "selection_evidence",
 ]
@@ -137,6 +139,31 @@ def mlflow_run_links(selection: ResultsSelection, tracking_uri: str) -> dict[str
             if url is not None:
                 links[trial.mlflow_run_id] = url
     return links
+
+
+# What pooled studies may set differently: their seeds, final and tuning (more seeds of one experiment).
+_POOLABLE_KEYS = frozenset({"seeds", "tune_seeds"})
+
+
+def refuse_mixed_pool(studies: Sequence[StudyView], *, explicit: Sequence[str]) -> None:
+    """A 422 at `study` when two or more studies named by id differ in more than their seeds: their pooled
+    table would mix experiments (and a seed both ran would count once). `study=all` pools as asked."""
+    if len(studies) < 2 or list(explicit) == [ALL_STUDIES]:
+        return
+    first = studies[0]
+    for other in studies[1:]:
+        differences = [d for d in spec_differences(first.spec, other.spec) if d.key not in _POOLABLE_KEYS]
+        if differences:
+            shown = ", ".join(f"{d.key} ({d.a} vs {d.b})" for d in differences[:5])
+            more = f" and {len(differences) - 5} more" if len(differences) > 5 else ""
+            msg = (
+                f"studies {first.id} and {other.id} differ in {shown}{more}: pooling them would mix two "
+                f"experiments; compare them side by side at /compare?a={first.id}&b={other.id}, or pass "
+                "pool=true to pool them anyway"
+            )
+            raise RequestValidationError(
+                [{"type": "mixed_pool", "loc": ("query", "study"), "msg": msg, "input": list(explicit)}]
+            )
 
 
 def _unknown_reference(reference: str, table: ResultsTable) -> RequestValidationError:

@@ -243,6 +243,7 @@ def print_results(
     study_id: str | None = None,
     fmt: str = "table",
     reference: str | None = None,
+    pool: bool = False,
 ) -> None:
     """Print the results table: `table` shows the API's markdown rendering laid out for the terminal (the
     one rendering of the table, warnings and per-seed values included), or in a terminal narrower than
@@ -253,6 +254,8 @@ def print_results(
         params["study"] = study_id
     if reference:
         params["reference"] = reference
+    if pool:
+        params["pool"] = "true"
     with ApiClient(api_url) as api:
         response = api.request("GET", f"/results/{dataset}", params=params)
     if narrow:

@@ -287,13 +287,18 @@ def results(
     ),
     study: str | None = typer.Option(None, "--study", help="study id(s), comma-separated, or `all`"),
     reference: str | None = typer.Option(None, "--reference", help="reference method (default: the study's)"),
+    pool: bool = typer.Option(
+        False, "--pool", help="pool named studies whose specs differ in more than their seeds (else refused)"
+    ),
 ) -> None:
     """Print the results table of a dataset (confidence intervals, paired tests vs the reference)."""
     if format not in _FORMATS:
         raise _fail(CliError(f"unknown format '{format}'; choose one of {', '.join(_FORMATS)}"))
     settings = _settings()
     try:
-        print_results(str(settings.api_url), dataset, study_id=study, fmt=format, reference=reference)
+        print_results(
+            str(settings.api_url), dataset, study_id=study, fmt=format, reference=reference, pool=pool
+        )
     except CliError as error:
         raise _fail(error) from None
 

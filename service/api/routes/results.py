@@ -32,6 +32,7 @@ from service.api.results import (
     ResultsSelection,
     choose_results,
     mlflow_run_links,
+    refuse_mixed_pool,
     results_table,
     selection_evidence,
 )
@@ -92,6 +93,14 @@ async def read_results(
     ] = None,
     confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
     adjust: Literal["holm", "bh", "none"] = "holm",
+    pool: Annotated[
+        bool,
+        Query(
+            description="pool named studies whose specs differ in more than their seeds (without it that is a "
+            "422 naming the differences: their trials would mix two experiments; /compare shows them side by "
+            "side); `study=all` pools every study of the dataset as asked"
+        ),
+    ] = False,
 ) -> Response:
     chosen, evidence, tuning_trials = await database.read(
         partial(
@@ -101,6 +110,7 @@ async def read_results(
             metric=metric,
             confidence=confidence,
             with_evidence=format in ("json", "html"),
+            pool=pool,
         )
     )
     return await run_in_threadpool(
@@ -124,8 +134,11 @@ def _select(
     metric: str | None,
     confidence: float,
     with_evidence: bool,
+    pool: bool = False,
 ) -> tuple[ResultsSelection, Evidence | None, dict[str, list[TuningTrial]]]:
     chosen = choose_results(session, dataset=dataset, study_ids=study_ids, metric=metric)
+    if not pool:
+        refuse_mixed_pool(chosen.studies, explicit=study_ids)
     if not with_evidence:
         return chosen, None, {}
     # Imported here, as the renderers are: Optuna loads with the first page that shows tuning, not the API.

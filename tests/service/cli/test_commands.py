@@ -151,6 +151,24 @@ def test_in_an_80_column_terminal_the_table_keeps_its_decisive_columns_whole(
     assert "normlab results digits --format md" in result.output
 
 
+def test_results_of_two_different_experiments_pool_only_with_pool(wired, client, app_engine, tmp_path):
+    first = tmp_path / "first.yaml"
+    first.write_text(QUICK_SPEC_YAML)
+    second = tmp_path / "second.yaml"
+    second.write_text(QUICK_SPEC_YAML.replace("name: quick", "name: quick-longer") + "split_seed: 1\n")
+    ids = []
+    for path in (first, second):
+        assert runner.invoke(cli.app, ["submit", str(path)]).exit_code == 0
+        ids.append(client.get("/studies").json()[0]["id"])
+    for study_id in ids:
+        _finish(app_engine, study_id)
+    both = ",".join(ids)
+    refused = runner.invoke(cli.app, ["results", "digits", "--study", both, "--format", "csv"])
+    assert refused.exit_code == 1 and "split_seed" in refused.output
+    pooled = runner.invoke(cli.app, ["results", "digits", "--study", both, "--format", "csv", "--pool"])
+    assert pooled.exit_code == 0, pooled.output
+
+
 def test_an_unknown_reference_is_reported_as_a_bad_option_naming_the_choices(
     wired, client, app_engine, spec_file
 ):

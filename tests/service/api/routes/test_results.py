@@ -143,6 +143,27 @@ def test_by_default_the_newest_study_with_results_is_shown_and_study_selects_or_
     assert client.get("/results/digits", params={"study": empty}).status_code == 404
 
 
+def test_named_studies_that_differ_in_more_than_seeds_are_pooled_only_when_asked(
+    client, app_engine, finished_study
+):
+    base = quick_spec()
+    longer = submit(client, quick_spec(budget={**base["budget"], "epochs": base["budget"]["epochs"] + 2}))
+    _record(app_engine, longer, "frozen_ln", 0, 0.5)
+    more_seeds = submit(client, quick_spec(seeds=[3, 4, 5]))
+    _record(app_engine, more_seeds, "frozen_ln", 3, 0.5)
+
+    refused = client.get("/results/digits", params={"study": [finished_study, longer]})
+    assert refused.status_code == 422
+    (error,) = refused.json()["detail"]
+    assert error["loc"] == ["query", "study"] and "budget.epochs" in error["msg"]
+    assert f"/compare?a={finished_study}&b={longer}" in error["msg"] and "pool=true" in error["msg"]
+    pooled = client.get("/results/digits", params={"study": [finished_study, longer], "pool": "true"})
+    assert sorted(_rows(pooled.json())["frozen_ln"]["study_ids"]) == sorted([finished_study, longer])
+    # More seeds of the same experiment pool without being asked.
+    same = client.get("/results/digits", params={"study": f"{finished_study},{more_seeds}"})
+    assert same.status_code == 200, same.text
+
+
 def test_grid_studies_give_a_row_per_grid_point(client, app_engine):
     spec = quick_spec(
         kind="grid",
