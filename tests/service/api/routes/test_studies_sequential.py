@@ -76,12 +76,18 @@ def test_an_explicit_seed_list_beside_a_design_is_a_422_at_seeds(client, app_eng
     assert _stored_count(app_engine) == 0
 
 
-def test_a_claim_beside_a_design_is_a_422_because_its_check_reads_fixed_seed_statistics(client, app_engine):
-    response = _submit(client, claim="mnist_autonorm_s_level_with_frozen_ln")
+def test_a_claim_whose_check_reads_every_seed_is_a_422_beside_a_design(client, app_engine):
+    response = _submit(client, claim="vision_gates_collapse_to_ln")
     assert response.status_code == 422
     message = _errors(response)[("body", "sequential")]
-    assert "remove claim" in message and "repeated confidence intervals" in message
+    assert "cannot be judged on a sequential design's looks" in message and "gate_pattern" in message
+    assert "Remove claim" in message and "repeated confidence intervals" in message
     assert _stored_count(app_engine) == 0
+
+
+def test_a_comparison_claim_beside_a_design_raises_no_sequential_error(client, app_engine):
+    response = _submit(client, claim="mnist_autonorm_s_level_with_frozen_ln")
+    assert ("body", "sequential") not in (_errors(response) if response.status_code == 422 else {})
 
 
 def test_a_design_with_one_method_is_a_422_because_it_has_nothing_to_compare(client, app_engine):
