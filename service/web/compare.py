@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studies.spec.diff import SpecDifference, spec_differences
-from studies.tables.columns import SECONDARY_COLUMNS, display_cells, display_headers, formatter_for
+from studies.tables.columns import decisive_columns, display_cells, display_headers, formatter_for
 from studies.tables.table import ResultsTable
 
 __all__ = ["CompareSide", "ComparedTable", "SpecDifference", "compared_table", "spec_differences"]
@@ -40,7 +40,7 @@ def compared_table(table: ResultsTable) -> ComparedTable:
     """The study's table with the decisive columns the HTML results page shows first."""
     fmt = formatter_for(table)
     headers = display_headers(table)
-    shown = [i for i in range(len(headers)) if i not in SECONDARY_COLUMNS]
+    shown = decisive_columns(headers)
     rows = tuple(
         tuple(cells[i] for i in shown) for cells in (display_cells(table, fmt, row) for row in table.rows)
     )

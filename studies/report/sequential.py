@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from studies.claims.sequential import SequentialComparison
 from studies.store.results_sequential import sequential_table
 from studies.tables.render_sequential_svg import sequential_figure
+from studies.tables.sequential import in_metric_units
 from studies.tables.table import ResultsTable
 
 if TYPE_CHECKING:
@@ -26,21 +27,17 @@ __all__ = ["looks_outcomes", "savings_note", "with_sequential"]
 def looks_outcomes(summary: SequentialSummary) -> dict[str, SequentialComparison]:
     """Each comparison's outcome as a claim's check reads it: method minus reference in metric units (the
     summary turns differences so that positive is better; a lower-is-better metric turns them back)."""
-    sign = 1.0 if summary["higher_is_better"] else -1.0
     alpha = float(summary["design"]["alpha"])
     outcomes = {}
     for outcome in summary["outcomes"]:
-        low, high = outcome["interval"]
-        estimate = outcome["estimate"]
-        if sign < 0:
-            low, high = (None if high is None else -high), (None if low is None else -low)
+        estimate, low, high = in_metric_units(outcome, higher_is_better=summary["higher_is_better"])
         outcomes[outcome["method"]] = SequentialComparison(
             method=outcome["method"],
             decision=outcome["decision"],
             decision_text=outcome["decision_text"],
             seeds=outcome["seeds"],
             look=outcome["look"],
-            estimate=None if estimate is None else sign * estimate,
+            estimate=estimate,
             interval_low=low,
             interval_high=high,
             interval_level=outcome["interval_level"],

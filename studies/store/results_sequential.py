@@ -34,6 +34,7 @@ from studies.tables.sequential import (
     NOT_EQUIVALENT,
     NOT_TESTED,
     OPEN,
+    in_metric_units,
 )
 
 if TYPE_CHECKING:
@@ -141,16 +142,13 @@ def _sequential_row(row: ResultsRow, study: str, summary: SequentialSummary) -> 
     """The row with its study's outcome as its comparison, in the metric's units (method - reference)."""
     outcome = _outcome(summary, row.method)
     assert outcome is not None, "_why_not_sequential checked the outcome exists"
-    # The looks decide on an improvement (positive = better); the table shows method minus reference.
-    sign = 1.0 if summary["higher_is_better"] else -1.0
-    low, high = outcome["interval"]
-    estimate = outcome["estimate"]
+    estimate, low, high = in_metric_units(outcome, higher_is_better=summary["higher_is_better"])
     level = outcome["interval_level"]
     return replace(
         row,
-        diff_mean=None if estimate is None else sign * estimate,
-        diff_ci_low=None if low is None or high is None else min(sign * low, sign * high),
-        diff_ci_high=None if low is None or high is None else max(sign * low, sign * high),
+        diff_mean=estimate,
+        diff_ci_low=low,
+        diff_ci_high=high,
         paired=True,
         test="group-sequential: no look yet"
         if level is None

@@ -9,7 +9,14 @@ from studies.tables.formatting import DASH, Formatter, format_p, format_ratio
 if TYPE_CHECKING:
     from studies.tables.model import ResultsRow, ResultsTableData
 
-__all__ = ["SECONDARY_COLUMNS", "display_cells", "display_headers", "formatter_for", "table_caption"]
+__all__ = [
+    "SECONDARY_COLUMNS",
+    "decisive_columns",
+    "display_cells",
+    "display_headers",
+    "formatter_for",
+    "table_caption",
+]
 
 
 # Columns of display_headers a compact rendering leaves out (the HTML page behind its "every column"
@@ -17,6 +24,11 @@ __all__ = ["SECONDARY_COLUMNS", "display_cells", "display_headers", "formatter_f
 # the MDE. The rest are the decisive ones: method, seeds, mean and interval, the difference from the
 # reference and its interval, the adjusted p, the verdict (and the paper's number where there is one).
 SECONDARY_COLUMNS = frozenset({4, 7, 8, 10, 11, 12})
+
+
+def decisive_columns(headers: list[str]) -> list[int]:
+    """The indices of `headers` (display_headers) a compact rendering shows, in order."""
+    return [i for i in range(len(headers)) if i not in SECONDARY_COLUMNS]
 
 
 def display_headers(table: ResultsTableData) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from studies.tables.columns import (
     SECONDARY_COLUMNS,
+    decisive_columns,
     display_cells,
     display_headers,
     formatter_for,
@@ -111,7 +112,7 @@ def to_html(
     run_links = run_links or {}
     fmt = formatter_for(table)
     headers = display_headers(table)
-    order = [i for i in range(len(headers)) if i not in SECONDARY_COLUMNS] + sorted(SECONDARY_COLUMNS)
+    order = decisive_columns(headers) + sorted(SECONDARY_COLUMNS)
     head_cells = "".join(_head_cell(i, headers[i]) for i in order)
     verdict_column = headers.index("verdict")
     body_rows = []

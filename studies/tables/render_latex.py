@@ -12,7 +12,7 @@ import re
 from typing import TYPE_CHECKING
 
 from studies.tables.columns import (
-    SECONDARY_COLUMNS,
+    decisive_columns,
     display_cells,
     display_headers,
     formatter_for,
@@ -52,7 +52,7 @@ def to_latex(table: ResultsTableData) -> str:
     """A `table` float with the decisive columns, a caption and a label to cite it by."""
     fmt = formatter_for(table)
     headers = display_headers(table)
-    shown = [i for i in range(len(headers)) if i not in SECONDARY_COLUMNS]
+    shown = decisive_columns(headers)
     verdict = headers.index("verdict")
     spec = "".join("l" if i in (0, verdict) else "r" for i in shown)
     lines = [

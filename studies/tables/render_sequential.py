@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from studies.tables.formatting import Formatter, format_p
+from studies.tables.sequential import in_metric_units
 
 if TYPE_CHECKING:
     from studies.tables.model import ResultsTableData
@@ -61,14 +62,10 @@ def _comparison(outcome: SequentialOutcome, summary: SequentialSummary, fmt: For
 def _difference(outcome: SequentialOutcome, summary: SequentialSummary, fmt: Formatter) -> str:
     """Δ and its repeated interval as the table shows them: method minus reference, in the metric's units
     (the looks decide on an improvement, positive = better)."""
-    sign = 1.0 if summary["higher_is_better"] else -1.0
-    estimate, (low, high) = outcome["estimate"], outcome["interval"]
-    interval = fmt.signed_interval(None, None)
-    if low is not None and high is not None:
-        interval = fmt.signed_interval(min(sign * low, sign * high), max(sign * low, sign * high))
+    estimate, low, high = in_metric_units(outcome, higher_is_better=summary["higher_is_better"])
     coverage = outcome["interval_level"]
     level = "" if coverage is None else f"{coverage * 100:g} % "
-    return f"Δ {fmt.signed(None if estimate is None else sign * estimate)}, {level}repeated CI {interval}"
+    return f"Δ {fmt.signed(estimate)}, {level}repeated CI {fmt.signed_interval(low, high)}"
 
 
 def _trials(summary: SequentialSummary) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "SequentialPoint",
     "SequentialSummary",
     "SequentialTrials",
+    "in_metric_units",
 ]
 
 # Verdicts of a results-table row beside studies.stats' own (better, worse, no significant difference,
@@ -126,3 +127,18 @@ class SequentialSummary(TypedDict):
     open_arms: list[str]  # the arms that train the next look ([] once every comparison is decided)
     decided: bool  # no comparison is open
     notes: list[str]  # what the summary could not use (a look not stored yet)
+
+
+def in_metric_units(
+    outcome: SequentialOutcome, *, higher_is_better: bool
+) -> tuple[float | None, float | None, float | None]:
+    """(estimate, interval low, interval high) of an outcome as method minus reference in the metric's
+    units: the looks decide on an improvement (positive = better), which a lower-is-better metric turns
+    round. The interval is (None, None) unless both its ends are known."""
+    sign = 1.0 if higher_is_better else -1.0
+    estimate = outcome["estimate"]
+    low, high = outcome["interval"]
+    turned = None if estimate is None else sign * estimate
+    if low is None or high is None:
+        return turned, None, None
+    return turned, min(sign * low, sign * high), max(sign * low, sign * high)
