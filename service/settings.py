@@ -157,7 +157,8 @@ class Settings(BaseSettings):
 
     # Limits that protect the cluster (checked when a study is submitted).
     max_trials_per_study: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_TRIALS"))
-    max_seeds_per_study: int = Field(20, ge=1, validation_alias=_env("NORMLAB_MAX_SEEDS"))
+    # 100 seeds: a sequential design's cap, which its looks rarely reach (studies.limits says more).
+    max_seeds_per_study: int = Field(100, ge=1, validation_alias=_env("NORMLAB_MAX_SEEDS"))
     max_epochs_per_trial: int = Field(500, ge=1, validation_alias=_env("NORMLAB_MAX_EPOCHS"))
     # The memory one trial may use (studies.limits): a spec whose largest trial is estimated above it
     # (studies.sizing: parameters with gradients and AdamW state, and one batch's activations) is a 422.

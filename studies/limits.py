@@ -28,7 +28,10 @@ DEFAULT_GPU_MEMORY_GIB = 80.0
 @dataclass(frozen=True)
 class StudyLimits:
     max_trials: int = 500  # trials per study, tune + final (or grid points x seeds), all methods together
-    max_seeds: int = 20  # seeds in the final phase (each seed is a full training run per method)
+    # Seeds in the final phase (each seed is a full training run per method). 100: a sequential design's
+    # max_seeds is a cap its looks rarely reach, and an equivalence at a one-point margin needs 60-100
+    # seeds; max_trials still bounds the study's total.
+    max_seeds: int = 100
     max_epochs: int = 500  # epochs per trial
     trial_memory_gib: float = DEFAULT_TRIAL_MEMORY_GIB  # RAM per CPU trial (NORMLAB_TRIAL_MEMORY_GIB)
     gpu_memory_gib: float | None = None  # memory of one GPU (NORMLAB_GPU_MEMORY_GIB); None: none declared

@@ -164,7 +164,7 @@ class SequentialSection:
     """A sequential study's design, where each comparison stands, and what the looks ran so far."""
 
     description: str
-    reference: str
+    reference: str | None  # None in a grid, whose comparisons are the design's pairs
     looks_taken: int
     planned_looks: tuple[int, ...]
     seeds_per_arm: tuple[tuple[str, int], ...]

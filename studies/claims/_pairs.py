@@ -17,7 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from studies.claims._base import comparison_finding, directional_verdict, power_note
-from studies.claims.sequential import SequentialComparison, as_comparison, holm_adjusted, sequential_note
+from studies.claims.sequential import (
+    SequentialComparison,
+    as_comparison,
+    holm_adjusted,
+    looks_comparison,
+    sequential_note,
+)
 from studies.claims.trials import StudyData, describe_selector
 from studies.claims.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED, Finding
 from studies.stats import Comparison, adjust, compare_by_seed
@@ -196,12 +202,14 @@ def evaluate_pairs(
 
 
 def _looks_outcome(data: StudyData, pair: PairSpec, metric: str | None) -> SequentialComparison | None:
-    """The looks' outcome for a pair they decided: a method against the study's reference, primary metric."""
-    if data.sequential is None or not isinstance(pair.method, str) or pair.reference != data.reference:
+    """The looks' outcome for a pair they decided, on the primary metric: a method with the study's
+    reference, or a pair of the design (studies.claims.sequential.looks_comparison)."""
+    if data.sequential is None or data.metric_name(metric) != data.metric:
         return None
-    if data.metric_name(metric) != data.metric:
+    method, against = data.arm(pair.method), data.arm(pair.reference or data.reference)
+    if method is None or against is None:
         return None
-    return data.sequential.get(pair.method)
+    return looks_comparison(data.sequential, method, against, study_reference=data.reference)
 
 
 def _not_answered_by_looks(
@@ -225,8 +233,9 @@ def _not_answered_by_looks(
         mde=None,
         paper=paper_difference(pair, paper),
         note=(
-            f"not tested: this sequential study's looks compare each method with {data.reference} on "
-            f"{data.metric}, and a fixed-seed test of seeds its looks chose would overstate the evidence"
+            f"not tested: this sequential study's looks compared other rows on {data.metric} (each method "
+            f"with {data.reference}, or the pairs its design names), and a fixed-seed test of seeds its looks "
+            "chose would overstate the evidence"
         ),
     )
 

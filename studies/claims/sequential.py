@@ -5,18 +5,34 @@ with different seed counts chosen by the data; a paired t interval over those se
 evidence. What its looks give instead, per comparison (`SequentialComparison`): the decision, the
 repeated confidence interval (valid whenever the study stopped) and the stage-wise p-value, both at the
 level the comparison was tested at under Holm's step-down. A claim is judged on those, so it can only
-ask what the looks answered: pairs of a method with the study's reference on the primary metric
-(`sequential_problem` says why a check cannot be, and the spec refuses such a claim beside a design).
+ask what the looks answered: on the primary metric, a method with the study's reference or a pair the
+design names (in either order where the test reads the same both ways; a grid's arms are its points), as
+`looks_comparison` finds them (`sequential_problem` says why a check cannot be, and the spec refuses such
+a claim beside a design).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from studies.claims.trials import describe_selector, same_value
 from studies.stats import Comparison
 
-__all__ = ["SequentialComparison", "as_comparison", "holm_adjusted", "sequential_note", "sequential_problem"]
+if TYPE_CHECKING:
+    from studies.spec import StudySpec
+
+__all__ = [
+    "SequentialComparison",
+    "as_comparison",
+    "holm_adjusted",
+    "looks_comparison",
+    "reversed_comparison",
+    "sequential_note",
+    "sequential_problem",
+]
 
 GROUP_SEQUENTIAL_T = "group-sequential paired t"
 
@@ -37,6 +53,44 @@ class SequentialComparison:
     p_value: float | None  # stage-wise ordering; None while open
     tested_at_level: float | None  # Holm's level at its last look
     alpha: float  # the design's family-wise alpha
+    # What `method` names: the comparison, "a vs b" for one of the design's pairs; the arms it compared are
+    # `arm` (the method, or a grid point's row) and `reference` ("": the study's reference).
+    arm: str = ""
+    reference: str = ""
+    # Whether the comparison read the other way round is the same test: superiority (two-sided) and
+    # equivalence are; non-inferiority of a against b says nothing of b against a.
+    symmetric: bool = True
+
+    def compares(self, method: str, against: str, *, study_reference: str) -> bool:
+        return (self.arm or self.method, self.reference or study_reference) == (method, against)
+
+
+def reversed_comparison(outcome: SequentialComparison) -> SequentialComparison:
+    """The same comparison read the other way round: the difference and its interval change sign."""
+    low, high = outcome.interval_low, outcome.interval_high
+    return dataclasses.replace(
+        outcome,
+        arm=outcome.reference,
+        reference=outcome.arm or outcome.method,
+        estimate=None if outcome.estimate is None else -outcome.estimate,
+        interval_low=None if high is None else -high,
+        interval_high=None if low is None else -low,
+    )
+
+
+def looks_comparison(
+    outcomes: Mapping[str, SequentialComparison], method: str, against: str, *, study_reference: str
+) -> SequentialComparison | None:
+    """The looks' comparison of arm `method` with arm `against` (an arm is a method, or a grid point as its
+    results row names it): one they made, or one of the design's pairs made the other way round where the
+    test reads the same both ways (turned round); None where the looks never compared the two."""
+    for outcome in outcomes.values():
+        if outcome.compares(method, against, study_reference=study_reference):
+            return outcome
+    for outcome in outcomes.values():
+        if outcome.symmetric and outcome.compares(against, method, study_reference=study_reference):
+            return reversed_comparison(outcome)
+    return None
 
 
 def as_comparison(fixed: Comparison, outcome: SequentialComparison) -> Comparison:
@@ -77,9 +131,10 @@ def sequential_note(outcome: SequentialComparison) -> str:
     return f"sequential design: {outcome.decision_text}{where} with {outcome.seeds} paired seeds{level}"
 
 
-def sequential_problem(check: object, reference: str) -> str | None:
-    """Why a sequential design's looks cannot answer `check` (None: they can). Its looks compare each method
-    with `reference` on the primary metric: a `difference` or `ordering` check of such pairs only."""
+def sequential_problem(check: object, spec: StudySpec) -> str | None:
+    """Why `spec`'s sequential design cannot answer `check` (None: it can). Its looks compare arms on the
+    primary metric (each method with the reference, and the design's pairs): a `difference` or `ordering`
+    check of such pairs only, each selector naming one arm."""
     kind = getattr(check, "type", None)
     if kind == "difference":
         pairs = [check.pair()]  # type: ignore[attr-defined]
@@ -90,10 +145,38 @@ def sequential_problem(check: object, reference: str) -> str | None:
     metric = getattr(check, "metric", None)
     if metric not in (None, "primary"):
         return f"the check reads {metric}, and the looks test the primary metric only"
+    assert spec.sequential is not None
+    reference = spec.sequential_reference
+    compared = [
+        (arm, reference) for arm in spec.sequential_arms if reference is not None and arm != reference
+    ]
+    compared += [(method, against) for method, against in spec.sequential.pairs]
+    symmetric = spec.sequential.test != "non_inferiority"
     for pair in pairs:
-        if not isinstance(pair.method, str) or pair.reference not in (None, reference):
+        method = _arm(spec, pair.method)
+        against = _arm(spec, pair.reference if pair.reference is not None else spec.reference)
+        answered = (method, against) in compared or (symmetric and (against, method) in compared)
+        if method is None or against is None or not answered:
             return (
-                "the check compares rows other than a method with the reference "
-                f"({pair.method} against {pair.reference or reference}), and the looks compare only those"
+                f"the check compares {describe_selector(pair.method)} with "
+                f"{describe_selector(pair.reference or spec.reference)}, rows other than a method with the "
+                "reference or a pair of the design, and the looks compare only those"
             )
     return None
+
+
+def _arm(spec: StudySpec, selector: str | Mapping[str, object]) -> str | None:
+    """The one arm of `spec` a claim's row selector picks (None: none, or several)."""
+    chosen: Mapping[str, object] = {"method": selector} if isinstance(selector, str) else selector
+    method = chosen.get("method")
+    if not isinstance(method, str) or method not in spec.methods:
+        return None
+    knobs = {k: v for k, v in chosen.items() if k != "method"}
+    if spec.kind != "grid":
+        return method if not knobs else None
+    arms = [
+        spec.arm_of(method, point.label)
+        for point in spec.grid_points(method)
+        if all(same_value(point.knobs.get(k), v) for k, v in knobs.items())
+    ]
+    return arms[0] if len(arms) == 1 else None

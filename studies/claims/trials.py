@@ -148,8 +148,8 @@ class StudyData:
     higher_is_better: bool
     reference: str  # the spec's reference method
     trials: tuple[TrialData, ...]
-    # A sequential study: each method's comparison with the reference as its looks decided it
-    # (studies.claims.sequential); None for fixed seeds, whose checks test the seeds they find.
+    # A sequential study: each comparison as its looks decided it, by name (studies.claims.sequential);
+    # None for fixed seeds, whose checks test the seeds they find.
     sequential: Mapping[str, SequentialComparison] | None = None
 
     def completed(self) -> list[TrialData]:
@@ -163,6 +163,12 @@ class StudyData:
         if key is None or key == PRIMARY or key == self.metric:
             return self.higher_is_better
         return metric_direction(key, default=self.higher_is_better)
+
+    def arm(self, selector: Selector | str) -> str | None:
+        """The one row a selector picks, as results tables label it ("autonorm_s", "autonorm_s
+        [post_freeze_gate=hard]"); None when it picks no trial or trials of several rows."""
+        labels = {trial.label for trial in select(self.trials, selector)}
+        return labels.pop() if len(labels) == 1 else None
 
     def by_seed(self, selector: Selector | str, key: str | None) -> dict[int, float | None]:
         """{seed: value} of the completed trials a selector picks (the last one per seed wins)."""

@@ -51,8 +51,8 @@ def fixed_seeds(design: SequentialDesign, sd: float, comparisons: int) -> tuple[
 
 
 def fixed_design(spec: StudySpec, spread: Spread, *, cost_at: Callable[[int], Cost]) -> FixedDesignPlan:
-    comparisons = len(spec.methods) - 1 + (len(spec.sequential.pairs) if spec.sequential is not None else 0)
-    if spec.kind == "grid" or comparisons < 1:
+    comparisons = spec.sequential_comparisons if spec.sequential is not None else len(spec.methods) - 1
+    if (spec.kind == "grid" and spec.sequential is None) or comparisons < 1:
         why = (
             "a grid study is judged point by point"
             if spec.kind == "grid"

@@ -123,6 +123,17 @@ def _scenarios(design: SequentialDesign, reference: str) -> list[tuple[ScenarioN
     ]
 
 
+def _by_method(spec: StudySpec, by_arm: dict[str, float]) -> dict[str, float]:
+    """Per-arm means as final_workload takes them, per method: a grid method's points' average (final_workload
+    multiplies it by the points)."""
+    if spec.kind != "grid":
+        return dict(by_arm)
+    return {
+        m: statistics.fmean(by_arm[spec.arm_of(m, point.label)] for point in spec.grid_points(m))
+        for m in spec.methods
+    }
+
+
 def _sequential(
     spec: StudySpec,
     spread: Spread,
@@ -146,23 +157,23 @@ def _sequential(
         )
     )
     scenarios = []
-    if len(spec.methods) < 2:
+    if spec.sequential_comparisons < 1:
         reason = "no expected figures: one method has no comparison to decide, so it trains every look"
     elif spread.sd is not None:
-        for name, truth, description in _scenarios(design, spec.reference):
+        reference = spec.sequential_reference
+        for name, truth, description in _scenarios(design, reference or "the points it is compared with"):
             run = simulate(
                 design,
-                methods=spec.methods,
-                reference=spec.reference,
+                methods=spec.sequential_arms,
+                reference=reference,
                 sd=spread.sd,
                 truth=truth,
                 seeds_per_trial=per_trial,
                 simulations=simulations,
             )
             mean_seeds = statistics.fmean(run.seeds.values())
-            expected = price(
-                tune + final_workload(spec, run.seeds, run.processes, seeds_per_method=mean_seeds)
-            )
+            seeds, processes = _by_method(spec, run.seeds), _by_method(spec, run.processes)
+            expected = price(tune + final_workload(spec, seeds, processes, seeds_per_method=mean_seeds))
             scenarios.append(
                 Scenario(
                     name=name,
@@ -264,7 +275,7 @@ def plan_study(
             per_trial=per_trial,
             price=price,
             planned=planned,
-            simulations=simulations or simulations_for(len(spec.methods) - 1),
+            simulations=simulations or simulations_for(spec.sequential_comparisons),
         ),
         memory=memory_plan(spec, cluster=cluster, limits=limits),
     )

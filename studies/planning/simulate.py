@@ -57,7 +57,7 @@ def simulate(
     design: SequentialDesign,
     *,
     methods: list[str],
-    reference: str,
+    reference: str | None,
     sd: float,
     truth: float,
     seeds_per_trial: int,
@@ -65,7 +65,9 @@ def simulate(
     random_seed: int = RANDOM_SEED,
 ) -> Simulated:
     """`simulations` studies of `design` when every method is `truth` better than `reference` (in the
-    metric's better direction) and paired differences have standard deviation `sd`."""
+    metric's better direction) and paired differences have standard deviation `sd`. Without a reference
+    (a grid, whose comparisons are the design's pairs), every arm a pair compares against is the level
+    the others are `truth` better than."""
     if not (sd > 0.0 and math.isfinite(sd)):
         raise ValueError(f"the spread must be a positive number, got {sd}")
     return _simulate(
@@ -84,7 +86,7 @@ def simulate(
 def _simulate(
     design_json: str,
     methods: tuple[str, ...],
-    reference: str,
+    reference: str | None,
     sd: float,
     truth: float,
     seeds_per_trial: int,
@@ -94,7 +96,8 @@ def _simulate(
     design = SequentialDesign.model_validate_json(design_json)
     looks = design.looks()
     added = [design.seeds_added_at(look) for look in range(len(looks))]
-    means = np.array([0.0 if m == reference else truth for m in methods])
+    baselines = {reference} if reference is not None else {against for _, against in design.pairs}
+    means = np.array([0.0 if m in baselines else truth for m in methods])
     rng = np.random.default_rng(random_seed)
     seeds_total = dict.fromkeys(methods, 0)
     processes_total = dict.fromkeys(methods, 0)
@@ -122,7 +125,7 @@ def _simulate(
         for decision in ends:
             decisions[decision] = decisions.get(decision, 0) + 1
         any_rejected += any(d in _REJECTIONS for d in ends)
-    comparisons = simulations * (len(methods) - 1 + len(design.pairs))
+    comparisons = simulations * len(monitor.comparisons)
     return Simulated(
         truth=truth,
         simulations=simulations,

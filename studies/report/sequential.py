@@ -28,10 +28,15 @@ def looks_outcomes(summary: SequentialSummary) -> dict[str, SequentialComparison
     """Each comparison's outcome as a claim's check reads it: method minus reference in metric units (the
     summary turns differences so that positive is better; a lower-is-better metric turns them back)."""
     alpha = float(summary["design"]["alpha"])
+    symmetric = summary["design"]["test"] != "non_inferiority"
     outcomes = {}
     for outcome in summary["outcomes"]:
         estimate, low, high = in_metric_units(outcome, higher_is_better=summary["higher_is_better"])
+        against = outcome["reference"] or summary["reference"] or ""
         outcomes[outcome["method"]] = SequentialComparison(
+            arm=outcome["method"].removesuffix(f" vs {against}"),
+            reference=against,
+            symmetric=symmetric,
             method=outcome["method"],
             decision=outcome["decision"],
             decision_text=outcome["decision_text"],

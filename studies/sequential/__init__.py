@@ -31,6 +31,7 @@ so the study's family-wise error over all comparisons and all looks stays at or 
 """
 
 from studies.sequential._integration import DEFAULT_GRID_SIZE, crossing_probabilities
+from studies.sequential.arms import monitor_for
 from studies.sequential.boundaries import (
     Boundaries,
     classical_boundaries,
@@ -39,7 +40,14 @@ from studies.sequential.boundaries import (
     with_futility,
 )
 from studies.sequential.inference import repeated_confidence_interval, stagewise_p_value, z_from_t
-from studies.sequential.looks import DECISIONS, ComparisonOutcome, LookPoint, LookRecord, SequentialMonitor
+from studies.sequential.looks import (
+    DECISIONS,
+    ComparisonOutcome,
+    LookPoint,
+    LookRecord,
+    SequentialMonitor,
+    comparison_name,
+)
 from studies.sequential.multiplicity import holm_level
 from studies.sequential.operating import (
     OperatingCharacteristics,
@@ -68,6 +76,7 @@ __all__ = [
     "SequentialMonitor",
     "SpendingFunction",
     "classical_boundaries",
+    "comparison_name",
     "critical_values",
     "crossing_probabilities",
     "drift_for_power",
@@ -75,6 +84,7 @@ __all__ = [
     "holm_level",
     "hwang_shih_decani",
     "inflation_factor",
+    "monitor_for",
     "obrien_fleming_spending",
     "operating_characteristics",
     "pocock_spending",

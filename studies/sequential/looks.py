@@ -58,6 +58,7 @@ __all__ = [
     "LookPoint",
     "LookRecord",
     "SequentialMonitor",
+    "comparison_name",
 ]
 
 # Where a comparison stands after a look. `open` goes on; every other value is final.
@@ -167,6 +168,11 @@ class ComparisonOutcome:
     reference: str = ""  # what `method` was compared with ("" when it is the study's reference)
 
 
+def comparison_name(method: str, against: str) -> str:
+    """The name of one of the design's extra pairs, as looks, outcomes and claims key it."""
+    return f"{method} vs {against}"
+
+
 def _design(seeds: tuple[int, ...], max_seeds: int, level: float, sided: int, spending: str) -> PairedTDesign:
     return paired_t_design(seeds, max_seeds=max_seeds, level=level, sided=sided, spending=spending)  # type: ignore[arg-type]
 
@@ -175,9 +181,11 @@ class SequentialMonitor:
     """A study's comparisons through its looks (see the module docstring)."""
 
     def __init__(
-        self, design: SequentialDesign, *, methods: list[str], reference: str, higher_is_better: bool
+        self, design: SequentialDesign, *, methods: list[str], reference: str | None, higher_is_better: bool
     ) -> None:
-        if reference not in methods:
+        """`methods`: the arms (a grid study's are its points); `reference`: the arm every other is compared
+        with, None where the design's pairs are the only comparisons (a grid)."""
+        if reference is not None and reference not in methods:
             raise ValueError(f"the reference {reference!r} is not one of the methods {methods}")
         if len(methods) < 2:
             raise ValueError("a sequential study compares at least two methods")
@@ -186,12 +194,20 @@ class SequentialMonitor:
         self.reference = reference
         self.higher_is_better = higher_is_better
         # Keyed by the comparison's name: the method for a comparison with the reference, "a vs b" for
-        # one of the design's extra pairs (studies.claims.sequential.comparison_key names them alike).
-        self.comparisons = {m: ComparisonState(m, reference) for m in methods if m != reference}
+        # one of the design's extra pairs (studies.sequential.comparison_name).
+        self.comparisons = (
+            {m: ComparisonState(m, reference) for m in methods if m != reference}
+            if reference is not None
+            else {}
+        )
         for method, against in design.pairs:
             if method not in methods or against not in methods or method == against:
                 raise ValueError(f"pair [{method}, {against}] must name two different methods of {methods}")
-            self.comparisons[f"{method} vs {against}"] = ComparisonState(method, against)
+            self.comparisons[comparison_name(method, against)] = ComparisonState(method, against)
+        if not self.comparisons:
+            raise ValueError(
+                "a sequential study without a reference compares the pairs of its design: none given"
+            )
         self.records: list[LookRecord] = []
 
     # -- what the driver asks -------------------------------------------------------------------------------
@@ -457,7 +473,7 @@ class SequentialMonitor:
         records: list[LookRecord],
         *,
         methods: list[str],
-        reference: str,
+        reference: str | None,
         higher_is_better: bool,
     ) -> SequentialMonitor:
         """The monitor as it stood after `records` (stored looks, in order): what the API and reports read."""

@@ -1,5 +1,6 @@
-"""The spec rule of a sequential design: it compares methods of a compare study, owns the seeds, serves
-only a claim its looks can answer, and states its differences in the metric's unit."""
+"""The spec rule of a sequential design: it compares methods of a compare study (or the grid points its
+pairs name), owns the seeds, serves only a claim its looks can answer, and states its differences in the
+metric's unit."""
 
 from __future__ import annotations
 
@@ -14,20 +15,23 @@ if TYPE_CHECKING:
 __all__ = ["sequential_design_fits_the_study"]
 
 
-def _pairs_fit_the_methods(spec: StudySpec, fail: Fail) -> None:
-    """Each extra pair names two different methods of the study, neither pair repeated (in either order),
-    and none is a comparison with the reference, which every method has already."""
+def _pairs_fit_the_arms(spec: StudySpec, fail: Fail) -> None:
+    """Each extra pair names two different arms of the study (its methods; in a grid, its points as results
+    rows name them), neither pair repeated (in either order), and none is a comparison with the reference,
+    which every method of a compare study has already."""
     assert spec.sequential is not None
+    arms = spec.sequential_arms
     seen: set[frozenset[str]] = set()
     for index, (method, against) in enumerate(spec.sequential.pairs):
         where = ("sequential", "pairs", index)
-        unknown = [name for name in (method, against) if name not in spec.methods]
+        unknown = [name for name in (method, against) if name not in arms]
         if unknown:
+            what = "grid points" if spec.kind == "grid" else "methods"
             fail(
                 where,
                 "pair_not_a_method",
-                f"pair [{method}, {against}] names {', '.join(unknown)}, not among methods {spec.methods}: "
-                "a pair compares two of the study's methods",
+                f"pair [{method}, {against}] names {', '.join(unknown)}, not among the study's {what} "
+                f"{arms}: a pair compares two of them",
                 [method, against],
             )
         elif method == against:
@@ -37,7 +41,7 @@ def _pairs_fit_the_methods(spec: StudySpec, fail: Fail) -> None:
                 f"pair [{method}, {against}] compares a method with itself",
                 [method, against],
             )
-        elif spec.reference in (method, against):
+        elif spec.sequential_reference in (method, against):
             fail(
                 where,
                 "pair_with_reference",
@@ -56,18 +60,20 @@ def _pairs_fit_the_methods(spec: StudySpec, fail: Fail) -> None:
 
 
 def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
-    """A sequential design compares methods (kind: compare), owns the seeds (0 to max_seeds - 1, so the looks
-    take them in order and none is trained twice), and states its differences in the metric's unit."""
+    """A sequential design compares methods (kind: compare) or named grid points (kind: grid), owns the
+    seeds (0 to max_seeds - 1, so the looks take them in order and none is trained twice), and states its
+    differences in the metric's unit."""
     design = spec.sequential
     if design is None:
         return
-    if spec.kind == "grid":
+    if spec.kind == "grid" and not design.pairs:
         fail(
-            ("sequential",),
-            "not_for_grid",
-            "sequential applies to kind: compare, whose final phase compares each method with the "
-            "reference; kind: grid runs every point on every seed: remove sequential and list the seeds",
-            spec.kind,
+            ("sequential", "pairs"),
+            "grid_needs_pairs",
+            "a grid has no single reference point, so a sequential grid compares only the points its pairs "
+            f"name: add pairs of [point, against] from {spec.sequential_arms}, or remove sequential and list "
+            "the seeds",
+            [],
         )
     if spec.seeds != design.seed_ids():
         fail(
@@ -79,7 +85,7 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "max_seeds",
             spec.seeds,
         )
-    if len(spec.methods) < 2:
+    if spec.kind != "grid" and len(spec.methods) < 2:
         fail(
             ("sequential",),
             "sequential_needs_a_comparison",
@@ -87,7 +93,7 @@ def sequential_design_fits_the_study(spec: StudySpec, fail: Fail) -> None:
             "the methods to compare, or remove sequential and list the seeds",
             spec.methods,
         )
-    _pairs_fit_the_methods(spec, fail)
+    _pairs_fit_the_arms(spec, fail)
     problem = spec.sequential_claim_problem()
     if problem is not None:
         fail(

@@ -152,7 +152,8 @@ MAX_SEQUENTIAL_SEEDS = 1_000
 
 
 class SequentialDesign(_Strict):
-    """Seeds added look by look until every comparison with the reference is decided (kind: compare).
+    """Seeds added look by look until every comparison is decided: each method with the reference (kind:
+    compare), or the grid points its `pairs` name (kind: grid).
 
     The final phase starts every method on `first_seeds` seeds, then, after each look, adds
     `seeds_per_look` seeds to each method that still has an open comparison, up to `max_seeds`. Each look
@@ -188,7 +189,9 @@ class SequentialDesign(_Strict):
     futility: bool = True
     # Comparisons besides each method with the reference, where a claim needs them: [method, against]
     # (e.g. [adanorm, autonorm_s]: is adanorm better than autonorm_s?). Each is one more comparison under
-    # the family-wise alpha, and both its arms train while it is open.
+    # the family-wise alpha, and both its arms train while it is open. In a grid study the arms are grid
+    # points, named as their results rows ("autonorm_s [post_freeze_gate=hard]"), and the pairs are its
+    # only comparisons: a grid has no single reference point.
     pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(default_factory=list)
 
     @field_validator("first_seeds")

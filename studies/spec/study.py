@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from studies.convergence import Convergence
 from studies.datasets import KNOWN_DATASETS
 from studies.methods import METHODS
+from studies.records import row_label
 from studies.spec.distributions import (
     Distribution,
     Fixed,
@@ -39,6 +40,7 @@ from studies.spec.sections import (
     SchedulerSpec,
     SequentialDesign,
 )
+from studies.trial_config import FINAL_PHASE, GRID_PHASE
 
 
 class StudySpec(_Strict):
@@ -211,7 +213,8 @@ class StudySpec(_Strict):
     def sequential_claim_problem(self) -> str | None:
         """Why the study's claims cannot be judged on its sequential design's looks (None: they can, or
         there is no claim or no design): the spec's claim and every claim that reads the same study may
-        compare only methods with the reference on the primary metric, which is what the looks decide."""
+        compare, on the primary metric, only what the looks decide: each method with the reference, and
+        the design's pairs."""
         if self.claim is None or self.sequential is None:
             return None
         # Imported here, as _known_claim does: the claims carry their checks (scipy).
@@ -230,9 +233,7 @@ class StudySpec(_Strict):
             or self.claim in claim.shares_study_at.values()
         ]
         for claim_id in readers:
-            # A claim that needs one of the design's extra pairs is refused still: judging a pair's
-            # outcome is check code, which changes with the next re-run of the catalog.
-            problem = sequential_problem(claims[claim_id].check, self.reference)
+            problem = sequential_problem(claims[claim_id].check, self)
             if problem is not None:
                 return (
                     problem
@@ -290,6 +291,38 @@ class StudySpec(_Strict):
             label = ",".join(f"{k}={v}" for k, v in values.items()) or "base"
             points.append(GridPoint(label=label, knobs={**fixed, **values}))
         return points
+
+    @property
+    def sequential_arms(self) -> list[str]:
+        """What a sequential design's looks compare and give seeds to: the methods (kind: compare), or every
+        grid point, named as its results row, "method [point]" (kind: grid)."""
+        if self.kind != "grid":
+            return list(self.methods)
+        return [row_label(m, point.label) for m in self.methods for point in self.grid_points(m)]
+
+    @property
+    def sequential_reference(self) -> str | None:
+        """The arm every other is compared with under a sequential design: the reference method (kind:
+        compare); None in a grid, whose comparisons are the design's pairs."""
+        return None if self.kind == "grid" else self.reference
+
+    @property
+    def sequential_comparisons(self) -> int:
+        """How many comparisons a sequential design decides: each method with the reference (kind: compare)
+        and the design's pairs (0 without a design)."""
+        if self.sequential is None:
+            return 0
+        with_reference = 0 if self.sequential_reference is None else len(self.methods) - 1
+        return with_reference + len(self.sequential.pairs)
+
+    @property
+    def seed_phase(self) -> str:
+        """The phase whose trials train the study's seeds on the test split: grid or final."""
+        return GRID_PHASE if self.kind == "grid" else FINAL_PHASE
+
+    def arm_of(self, method: str, group: str | None) -> str:
+        """The sequential arm a trial of `method` (at grid point `group`) belongs to."""
+        return row_label(method, group) if self.kind == "grid" else method
 
     def tunes(self, method: str) -> bool:
         """Whether the tune phase runs for `method` (kind: compare): only when some knob is searchable."""

@@ -224,22 +224,23 @@ def sequential_summary(
     from studies.sequential import SequentialMonitor
 
     taken, notes = _contiguous(records)
+    arms = spec.sequential_arms
     monitor = SequentialMonitor.replay(
-        design, taken, methods=list(spec.methods), reference=spec.reference, higher_is_better=higher_is_better
+        design, taken, methods=arms, reference=spec.sequential_reference, higher_is_better=higher_is_better
     )
-    seeds = _seeds_per_arm(design, list(spec.methods), taken)
+    seeds = _seeds_per_arm(design, arms, taken)
     return {
         "design": design.model_dump(mode="json"),
         "description": design_description(design),
         "planned_looks": design.looks(),
-        "reference": spec.reference,
-        "methods": list(spec.methods),
+        "reference": spec.sequential_reference,
+        "methods": arms,
         "higher_is_better": higher_is_better,
-        "looks": [_look_json(record, list(spec.methods)) for record in taken],
+        "looks": [_look_json(record, arms) for record in taken],
         "outcomes": [_outcome_json(outcome, taken) for outcome in monitor.outcomes()],
         "seeds_per_arm": seeds,
-        "trials": _trials(seeds, len(spec.methods) * design.max_seeds),
-        "open_arms": taken[-1].open_arms if taken else list(spec.methods),
+        "trials": _trials(seeds, len(arms) * design.max_seeds),
+        "open_arms": taken[-1].open_arms if taken else arms,
         "decided": monitor.decided,
         "notes": notes,
     }

@@ -2,8 +2,8 @@
 
 The trials a study plans: each tuned method's tuning samples (kind: compare), and every final trial (each
 method on each seed) or grid trial (each method, grid point and seed). A sequential design plans the
-seeds its looks gave each method: the first look's for every method, then each later look's for the
-methods still open after the look before it (`looks`: the stored records, or the driver's replay).
+seeds its looks gave each arm (a method, or a grid point): the first look's for every arm, then each later
+look's for the arms still open after the look before it (`looks`: the stored records, or the driver's replay).
 
 A trial counts once it has an outcome, succeeded or failed; a running trial, a trial cancelled with a
 dead driver (its work runs again) and a trial the store never heard of do not. The study driver checks
@@ -64,26 +64,25 @@ class PlannedTrial:
 
 def planned_result_trials(spec: StudySpec, looks: Sequence[LookRecord] = ()) -> list[PlannedTrial]:
     """Every final or grid trial of the study, in the spec's order (see the module docstring)."""
-    if spec.kind == "grid":
-        return [
-            PlannedTrial(Phase.GRID.value, method, point.label, seed)
-            for method in spec.methods
-            for point in spec.grid_points(method)
-            for seed in spec.seeds
-        ]
-    seeds = {method: list(spec.seeds) for method in spec.methods}
+    arms = [
+        (method, point.label if spec.kind == "grid" else None)
+        for method in spec.methods
+        for point in (spec.grid_points(method) if spec.kind == "grid" else [None])
+    ]
+    phase = Phase.GRID.value if spec.kind == "grid" else Phase.FINAL.value
+    seeds = {arm: list(spec.seeds) for arm in arms}
     design = spec.sequential
     if design is not None:
-        seeds = {method: design.seeds_added_at(0) for method in spec.methods}
+        # What the looks gave each arm: the first look's seeds, then each look's to the arms it left open.
+        seeds = {arm: design.seeds_added_at(0) for arm in arms}
+        name_of = {spec.arm_of(method, group): (method, group) for method, group in arms}
         for index, record in enumerate(looks):
             if index + 1 >= len(design.looks()):
                 break
-            for method in record.open_arms:
-                seeds.setdefault(method, []).extend(design.seeds_added_at(index + 1))
+            for arm in record.open_arms:
+                seeds[name_of[arm]].extend(design.seeds_added_at(index + 1))
     return [
-        PlannedTrial(Phase.FINAL.value, method, None, seed)
-        for method in spec.methods
-        for seed in seeds[method]
+        PlannedTrial(phase, method, group, seed) for method, group in arms for seed in seeds[(method, group)]
     ]
 
 

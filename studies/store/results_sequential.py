@@ -124,6 +124,12 @@ def _why_not_sequential(
             f"not tested: the looks of sequential study {study} tested the dataset's primary metric, and a "
             "fixed-n test of this metric on the seeds they chose would ignore them"
         )
+    if summary["reference"] is None:
+        return (
+            f"not tested: sequential study {study} is a grid whose looks compare the pairs of points its "
+            "design names (its sequential section), and a fixed-n test against the reference on the seeds "
+            "its looks chose would ignore them"
+        )
     if reference.method != summary["reference"] or reference.group is not None or row.group is not None:
         return (
             f"not tested: sequential study {study} compares with {summary['reference']}, and a fixed-n test "

@@ -117,8 +117,8 @@ class SequentialSummary(TypedDict):
     # "sequential: superiority, O'Brien-Fleming, looks at 3/5/7/9/10 seeds, alpha 0.05 family-wise"
     description: str
     planned_looks: list[int]  # cumulative seeds per arm at each look, e.g. [3, 5, 7, 9, 10]
-    reference: str
-    methods: list[str]
+    reference: str | None  # None in a grid, whose comparisons are the design's pairs
+    methods: list[str]  # the arms: the methods, or a grid's points as results rows name them
     higher_is_better: bool  # the direction of the dataset's primary metric, which the looks test
     looks: list[SequentialLook]  # in look order
     outcomes: list[SequentialOutcome]  # one per comparison with the reference, in the study's order

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from studies.catalog import get_claim, spec_path
+from studies.spec import load_spec
 from studies.stats.power import design_feasibility
 
 CPU_TIER_MINUTES = 15
@@ -14,12 +15,6 @@ MINUTES_PER_DIGITS_TRIAL = 0.3  # measured: 33 trials in 9.8 min (freeze sweep),
 
 # claim -> (design, measured spread, trials per seed) from the claims' first cpu runs on digits
 SIZED = {
-    # both post-freeze gates within ±1 point of the sampled gate, sd of expected − sample (5 seeds)
-    "autonorm_s_post_freeze_gate_ablation": (
-        {"seeds": 5, "margin": 0.01, "findings_needed": 2},
-        0.02576,
-        4,
-    ),
     # a gain of 0.87 points at the 3 focus points, Holm over 9 (sd pooled where the freeze fired, 3 seeds)
     "autonorm_s_freeze_sweep": (
         {"seeds": 3, "effect": 0.0087, "comparisons": 9, "findings_needed": 3},
@@ -41,7 +36,13 @@ def test_a_claim_whose_needed_seeds_do_not_fit_the_cpu_tier_has_no_cpu_study_and
     assert get_claim(claim).no_spec["cpu"].startswith(f"needs {needed} seeds")
 
 
-def test_the_ablations_pairs_alone_need_the_seeds_its_reason_states():
-    reason = get_claim("autonorm_s_post_freeze_gate_ablation").no_spec["cpu"]
-    alone = [design_feasibility(sd, 5, margin=0.01).seeds_needed for sd in (0.02576, 0.02201)]
-    assert alone == [72, 53] and "72 and 53 seeds for each pair" in reason
+def test_the_ablation_that_a_fixed_cpu_design_cannot_decide_runs_sequentially_up_to_the_seeds_it_needs():
+    # Both post-freeze gates within ±1 point of the sampled gate at the smoke run's paired sd of expected −
+    # sample (5 seeds): 5 fixed seeds could only be inconclusive, and a fixed design needs 87 (four trials
+    # per seed, about 100 minutes). The cpu study adds seeds look by look and may stop long before.
+    feasibility = design_feasibility(0.02576, 5, margin=0.01, findings_needed=2)
+    assert not feasibility.can_decide and feasibility.seeds_needed == 87
+    spec = load_spec(spec_path("autonorm_s_post_freeze_gate_ablation", "cpu"))
+    assert spec.sequential is not None and spec.sequential.test == "equivalence"
+    assert spec.sequential.margin == 0.01 and spec.sequential.max_seeds >= feasibility.seeds_needed
+    assert spec.sequential_claim_problem() is None  # the design's pairs are the claim's

@@ -212,9 +212,37 @@ def test_tune_seeds_among_the_designs_seeds_are_refused():
     assert "[7] are also final seeds" in errors(tune_seeds=[7])[("tune_seeds",)]
 
 
-def test_a_grid_study_refuses_a_sequential_design():
-    problems = errors(kind="grid", search={"lr": {"type": "grid", "values": [1e-3, 1e-2]}})
-    assert "applies to kind: compare" in problems[("sequential",)]
+GATES = {"type": "grid", "values": ["sample", "expected", "hard"]}
+GRID = {
+    "kind": "grid",
+    "methods": ["autonorm_s", "frozen_ln"],
+    "method_search": {"autonorm_s": {"post_freeze_gate": GATES, "t_freeze": 2}},
+}
+EQUIVALENCE = {"test": "equivalence", "margin": 0.01}
+EXPECTED, HARD, SAMPLE = (f"autonorm_s [post_freeze_gate={g}]" for g in ("expected", "hard", "sample"))
+
+
+def test_a_sequential_grid_compares_the_points_its_pairs_name_as_results_rows():
+    s = spec({**EQUIVALENCE, "pairs": [[EXPECTED, SAMPLE], [HARD, SAMPLE]]}, **GRID)
+    assert s.sequential_arms == [SAMPLE, EXPECTED, HARD, "frozen_ln [base]"]
+    assert s.sequential_reference is None and s.sequential_comparisons == 2
+    assert s.seed_phase == "grid" and s.arm_of("autonorm_s", "post_freeze_gate=hard") == HARD
+
+
+def test_a_sequential_grid_without_pairs_is_refused_naming_its_points():
+    message = errors(EQUIVALENCE, **GRID)[("sequential", "pairs")]
+    assert "no single reference point" in message and SAMPLE in message
+
+
+def test_a_grid_pair_naming_a_method_instead_of_a_point_is_refused():
+    message = errors({**EQUIVALENCE, "pairs": [["autonorm_s", SAMPLE]]}, **GRID)[("sequential", "pairs", 0)]
+    assert "not among the study's grid points" in message and EXPECTED in message
+
+
+def test_a_compare_study_keeps_its_comparisons_with_the_reference():
+    s = spec(SUPERIORITY)
+    assert s.sequential_arms == ["frozen_ln", "dyt", "adanorm"]
+    assert s.sequential_reference == "frozen_ln" and s.sequential_comparisons == 2 and s.seed_phase == "final"
 
 
 def test_an_accuracy_effect_written_in_points_is_refused_with_the_fraction():
@@ -260,7 +288,7 @@ def test_a_claim_whose_check_reads_every_seed_of_every_row_is_refused_beside_a_d
 @pytest.mark.parametrize(
     ("pair", "problem"),
     [
-        (["dyt", "zz"], "names zz, not among methods"),
+        (["dyt", "zz"], "names zz, not among the study's methods"),
         (["dyt", "dyt"], "compares a method with itself"),
         (["dyt", "frozen_ln"], "includes the reference frozen_ln"),
     ],

@@ -37,7 +37,7 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
-from studies.sequential import SequentialMonitor
+from studies.sequential import monitor_for
 from studies.spec import DATASET_METRICS, StudySpec
 from studies.store import (
     TrialStatus,
@@ -190,19 +190,18 @@ def _replayed_looks(spec: StudySpec, stored: Sequence[TrialView], *, higher_is_b
     design = spec.sequential
     if design is None:
         return []
-    ended: dict[str, set[int]] = {m: set() for m in spec.methods}
-    values: dict[str, dict[int, float]] = {m: {} for m in spec.methods}
+    ended: dict[str, set[int]] = {arm: set() for arm in spec.sequential_arms}
+    values: dict[str, dict[int, float]] = {arm: {} for arm in spec.sequential_arms}
     for trial in stored:
-        if trial.phase != FINAL_PHASE or trial.status not in OUTCOMES or trial.seed is None:
+        if trial.phase != spec.seed_phase or trial.status not in OUTCOMES or trial.seed is None:
             continue
-        ended.setdefault(trial.method, set()).add(int(trial.seed))
+        arm = spec.arm_of(trial.method, trial.group)
+        ended.setdefault(arm, set()).add(int(trial.seed))
         value = trial.metric_value
         if trial.status == TrialStatus.SUCCEEDED.value and value is not None and math.isfinite(value):
-            values.setdefault(trial.method, {})[int(trial.seed)] = float(value)
-    monitor = SequentialMonitor(
-        design, methods=list(spec.methods), reference=spec.reference, higher_is_better=higher_is_better
-    )
-    arms = list(spec.methods)
+            values.setdefault(arm, {})[int(trial.seed)] = float(value)
+    monitor = monitor_for(spec, higher_is_better=higher_is_better)
+    arms = spec.sequential_arms
     for look, count in enumerate(design.looks()):
         if any(seed not in ended.get(m, set()) for m in arms for seed in design.seeds_added_at(look)):
             break

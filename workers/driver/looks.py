@@ -20,10 +20,9 @@ from mlflow.tracking import MlflowClient
 from sqlalchemy.engine import Engine
 
 from studies.numbers import json_safe
-from studies.sequential import DECISIONS, LookRecord, SequentialMonitor
+from studies.sequential import DECISIONS, LookRecord, SequentialMonitor, monitor_for
 from studies.spec import StudySpec
 from studies.store import TrialStatus, list_trials, make_engine, record_look, session_scope
-from studies.trial_config import FINAL_PHASE
 
 __all__ = ["StoredLooks", "describe_look", "reconcile_looks", "replay_from_values"]
 
@@ -124,13 +123,12 @@ class StoredLooks:
 def replay_from_values(
     spec: StudySpec, values: dict[str, dict[int, float]], *, higher_is_better: bool
 ) -> SequentialMonitor:
-    """The looks a sequential study takes given its seeds' final results: look k sees every seed below the
-    k-th look's count (an arm closed earlier has no later seeds, a failed seed has no value)."""
+    """The looks a sequential study takes given its seeds' final results ({arm: {seed: value}}, arms as
+    `StudySpec.sequential_arms` names them): look k sees every seed below the k-th look's count (an arm
+    closed earlier has no later seeds, a failed seed has no value)."""
     design = spec.sequential
     assert design is not None, "only a sequential study has looks"
-    monitor = SequentialMonitor(
-        design, methods=list(spec.methods), reference=spec.reference, higher_is_better=higher_is_better
-    )
+    monitor = monitor_for(spec, higher_is_better=higher_is_better)
     for count in design.looks():
         monitor.look({m: {s: v for s, v in seeds.items() if s < count} for m, seeds in values.items()})
         if not monitor.open_arms():
@@ -143,11 +141,13 @@ def reconcile_looks(
 ) -> SequentialMonitor:
     """Replay the design over the stored final trials and store every look (see the module docstring)."""
     with session_scope(engine, readonly=True) as session:
-        trials = list_trials(session, study_id=study_id, phase=FINAL_PHASE, status=TrialStatus.SUCCEEDED)
-    values: dict[str, dict[int, float]] = {m: {} for m in spec.methods}
+        trials = list_trials(session, study_id=study_id, phase=spec.seed_phase, status=TrialStatus.SUCCEEDED)
+    values: dict[str, dict[int, float]] = {arm: {} for arm in spec.sequential_arms}
     for trial in trials:
         if trial.seed is not None and trial.metric_value is not None and math.isfinite(trial.metric_value):
-            values.setdefault(trial.method, {})[int(trial.seed)] = float(trial.metric_value)
+            values.setdefault(spec.arm_of(trial.method, trial.group), {})[int(trial.seed)] = float(
+                trial.metric_value
+            )
     monitor = replay_from_values(spec, values, higher_is_better=higher_is_better)
     with session_scope(engine) as session:
         for record in monitor.records:

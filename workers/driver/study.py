@@ -4,7 +4,8 @@ Phase 1 (`compare` only): per method, Ray Tune + OptunaSearch over that method's
 validation split, every sample on `spec.tune_seed` (the first of the spec's tune_seeds, which are
 disjoint from its final seeds; seeds are replicates, never searched).
 Phase 2: each method's best config on EVERY declared seed, on the test split, so the comparison is
-paired. `grid` studies run every grid point x seed instead. Every finished trial is written to the
+paired. `grid` studies run every grid point x seed instead (look by look under a sequential design:
+workers.driver.arm_search). Every finished trial is written to the
 database by TrialRecorder as it finishes.
 
 Both phases of a compare study run as one Tune experiment (workers.driver.method_search): a method's final
@@ -27,7 +28,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
-from studies.sequential import SequentialMonitor
+from studies.sequential import monitor_for
 from studies.spec import DATASET_METRICS, Fixed, StudySpec
 from studies.store import (
     TERMINAL_STATUSES,
@@ -41,6 +42,7 @@ from studies.store import (
     set_study_status,
 )
 from studies.trial_config import FINAL_PHASE, GRID_PHASE, ORCHESTRATION_KEYS, TUNE_PHASE, Key, trial_seeds
+from workers.driver.arm_search import ArmSearch, grid_seed_fields
 from workers.driver.completeness import ensure_complete
 from workers.driver.final_schedule import FinalSchedule, FixedFinals, SequentialFinals
 from workers.driver.finalize import fill_missing_run_ids, finalize_mlflow_runs
@@ -221,7 +223,9 @@ def _run_sweeps(
     )
     record_trial_plan(client, parent.run_id, plan)
     check_cluster_fits(plan)
-    if spec.kind == "grid":
+    if spec.kind == "grid" and spec.sequential is not None:
+        results = _run_sequential_grid(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
+    elif spec.kind == "grid":
         variants = configs.variants(plan.seeds_per_trial)
         results = _run_variants(
             spec, plan, ctx, base, variants, phase=GRID_PHASE, metric=metric, client=client, parent=parent
@@ -420,15 +424,9 @@ def final_schedule(
     """Every method on every seed, or a sequential design's looks (workers.driver.final_schedule)."""
     if spec.sequential is None:
         return FixedFinals(StudyTrialConfigs(spec).finals(plan.seeds_per_trial), spec.methods)
-    monitor = SequentialMonitor(
-        spec.sequential,
-        methods=list(spec.methods),
-        reference=spec.reference,
-        higher_is_better=metric.higher_is_better,
-    )
     return SequentialFinals(
-        monitor,
-        final_config=StudyTrialConfigs.final_for,
+        monitor_for(spec, higher_is_better=metric.higher_is_better),
+        final_config=StudyTrialConfigs.final_for if spec.kind != "grid" else grid_seed_fields,
         seeds_per_trial=plan.seeds_per_trial,
         metric_key=f"test_{metric.name}",
         sink=StoredLooks(
@@ -438,6 +436,44 @@ def final_schedule(
             parent_run_id=parent.run_id,
         ),
     )
+
+
+def _run_sequential_grid(
+    spec: StudySpec, plan: TrialPlan, ctx: DriverContext, base: dict[str, Any], *, metric, client, parent
+) -> list[Any]:
+    """A grid under a sequential design (workers.driver.arm_search): every point trains the first look's
+    seeds, then only the points of the pairs still open train the next look's."""
+    finals = final_schedule(
+        spec, plan, ctx, study_id=base.get(Key.STUDY_ID, ""), metric=metric, parent=parent
+    )
+    assert isinstance(finals, SequentialFinals)
+    search = ArmSearch(
+        arms={
+            spec.arm_of(m, point.label): {Key.METHOD: m, Key.GROUP: point.label, Key.KNOBS: dict(point.knobs)}
+            for m in spec.methods
+            for point in spec.grid_points(m)
+        },
+        finals=finals,
+        metric=f"test_{metric.name}",
+        mode=metric.mode,
+    )
+    name = GRID_PHASE
+    tuner = _tuner(
+        ctx.results_dir / name,
+        _trainable(plan),
+        param_space=dict(base),
+        tune_config=tune.TuneConfig(
+            num_samples=search.total_trials,
+            search_alg=search,
+            max_concurrent_trials=concurrent_trials(plan),
+            reuse_actors=True,
+        ),
+        run_config=_run_config(spec, ctx, name, metric_key=f"test_{metric.name}", parent=parent),
+    )
+    grid = tuner.fit()
+    results = [grid[i] for i in range(len(grid))]
+    finalize_mlflow_runs(results, client, parent.experiment_id, engine=ctx.engine)
+    return results  # the looks are stored once the store is complete (workers.driver.completeness)
 
 
 def concurrent_trials(plan: TrialPlan) -> int | None:

@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from studies.catalog.claims import load_claims
 from studies.claims import (
     INCONCLUSIVE,
     SUPPORTED,
@@ -19,6 +20,7 @@ from studies.claims import (
 )
 from studies.claims.sequential import SequentialComparison, sequential_problem
 from studies.claims.verdicts import NOT_TESTED
+from studies.spec import SequentialDesign, StudySpec
 
 # Seeds a naive paired t would call a clear gain (+0.02, tiny spread): the looks' numbers must win.
 ROWS = {
@@ -95,7 +97,79 @@ def test_a_pair_the_looks_never_compared_is_not_tested():
     check = OrderingCheck(pairs=[{"method": "autonorm_s", "reference": "dyt"}])
     result = check.evaluate(_study(autonorm_s=_outcome("autonorm_s")))
     assert result.verdict == NOT_TESTED
-    assert "looks compare each method with frozen_ln" in result.findings[0].note
+    assert "each method with frozen_ln, or the pairs its design names" in result.findings[0].note
+
+
+def test_a_pair_of_the_design_is_judged_on_its_looks_in_either_order():
+    # The design compared "dyt vs autonorm_s": dyt 0.015 worse, its repeated interval below zero.
+    pair = _outcome(
+        "dyt vs autonorm_s",
+        arm="dyt",
+        reference="autonorm_s",
+        estimate=-0.015,
+        interval_low=-0.03,
+        interval_high=-0.002,
+    )
+    study = _study(**{"dyt vs autonorm_s": pair})
+    as_designed = OrderingCheck(pairs=[{"method": "dyt", "reference": "autonorm_s", "expect": "worse"}])
+    assert as_designed.evaluate(study).verdict == SUPPORTED
+    turned = OrderingCheck(pairs=[{"method": "autonorm_s", "reference": "dyt", "expect": "better"}])
+    result = turned.evaluate(study)
+    assert result.verdict == SUPPORTED
+    (finding,) = result.findings
+    assert (finding.measured, finding.ci_low, finding.ci_high) == (0.015, 0.002, 0.03)
+
+
+def test_a_non_inferiority_pair_read_the_other_way_round_is_not_tested():
+    shown = _outcome(
+        "dyt vs autonorm_s", arm="dyt", reference="autonorm_s", decision="non_inferior", symmetric=False
+    )
+    turned = OrderingCheck(pairs=[{"method": "autonorm_s", "reference": "dyt", "expect": "better"}])
+    assert turned.evaluate(_study(**{"dyt vs autonorm_s": shown})).verdict == NOT_TESTED
+
+
+def test_grid_points_are_judged_on_the_pair_of_rows_their_selectors_pick():
+    gates = {"sample": [0.90, 0.91, 0.90], "hard": [0.905, 0.90, 0.91]}
+    trials = tuple(
+        TrialData("autonorm_s", seed, "succeeded", value, group=f"post_freeze_gate={gate}")
+        for gate, values in gates.items()
+        for seed, value in enumerate(values)
+    )
+    hard, sample = "autonorm_s [post_freeze_gate=hard]", "autonorm_s [post_freeze_gate=sample]"
+    level = _outcome(
+        f"{hard} vs {sample}",
+        arm=hard,
+        reference=sample,
+        decision="equivalent",
+        estimate=0.001,
+        interval_low=-0.006,
+        interval_high=0.008,
+    )
+    study = StudyData("digits", "test_accuracy", True, "frozen_ln", trials, sequential={level.method: level})
+    check = OrderingCheck(
+        pairs=[
+            {
+                "method": {"method": "autonorm_s", "post_freeze_gate": "hard"},
+                "reference": {"method": "autonorm_s", "post_freeze_gate": "sample"},
+                "expect": "no_difference",
+                "margin": 0.01,
+            }
+        ]
+    )
+    result = check.evaluate(study)
+    assert result.verdict == SUPPORTED
+    assert (result.findings[0].ci_low, result.findings[0].ci_high) == (-0.006, 0.008)
+
+
+COMPARE = StudySpec.model_validate(
+    {
+        "name": "looks",
+        "dataset": "digits",
+        "methods": ["frozen_ln", "dyt", "autonorm_s"],
+        "method_search": {"autonorm_s": {"t_freeze": 2}},
+        "sequential": {"effect": 0.01},
+    }
+)
 
 
 @pytest.mark.parametrize(
@@ -113,5 +187,49 @@ def test_a_pair_the_looks_never_compared_is_not_tested():
     ],
 )
 def test_the_looks_can_answer_method_against_reference_pairs_on_the_primary_metric_only(check, problem):
-    found = sequential_problem(parse_check(check), "frozen_ln")
+    found = sequential_problem(parse_check(check), COMPARE)
     assert (found is None) if problem is None else (problem in found)
+
+
+def test_a_pair_of_the_design_answers_a_check_of_it_in_either_order_unless_non_inferiority():
+    check = parse_check({"type": "ordering", "pairs": [{"method": "autonorm_s", "reference": "dyt"}]})
+    superiority = COMPARE.model_copy(
+        update={"sequential": SequentialDesign(effect=0.01, pairs=[["dyt", "autonorm_s"]])}
+    )
+    assert sequential_problem(check, superiority) is None
+    non_inferiority = COMPARE.model_copy(
+        update={
+            "sequential": SequentialDesign(test="non_inferiority", margin=0.01, pairs=[["dyt", "autonorm_s"]])
+        }
+    )
+    assert "rows other than" in sequential_problem(check, non_inferiority)
+
+
+def test_the_catalog_ablation_claim_is_answered_by_a_grid_whose_pairs_name_its_gates():
+    hard, expected, sample = (f"autonorm_s [post_freeze_gate={g}]" for g in ("hard", "expected", "sample"))
+    grid = StudySpec.model_validate(
+        {
+            "name": "gates",
+            "dataset": "digits",
+            "kind": "grid",
+            "methods": ["autonorm_s", "frozen_ln"],
+            "method_search": {
+                "autonorm_s": {
+                    "t_freeze": 2,
+                    "post_freeze_gate": {"type": "grid", "values": ["sample", "expected", "hard"]},
+                }
+            },
+            "claim": "autonorm_s_post_freeze_gate_ablation",
+            "sequential": {
+                "test": "equivalence",
+                "margin": 0.01,
+                "pairs": [[sample, expected], [hard, sample]],
+            },
+        }
+    )
+    assert grid.sequential_claim_problem() is None
+    one_pair = grid.sequential.model_copy(update={"pairs": [[hard, sample]]})
+    assert "rows other than" in sequential_problem(
+        load_claims()["autonorm_s_post_freeze_gate_ablation"].check,
+        grid.model_copy(update={"sequential": one_pair}),
+    )

@@ -204,3 +204,20 @@ def test_a_pair_only_opens_its_own_arms():
 def test_a_pair_naming_an_unknown_method_is_refused():
     with pytest.raises(ValueError, match="two different methods"):
         _monitor(SUPERIORITY.model_copy(update={"pairs": [["a", "zz"]]}))
+
+
+def test_without_a_reference_the_design_pairs_are_the_only_comparisons_and_their_arms_train_on():
+    design = SequentialDesign(
+        test="superiority", effect=0.01, first_seeds=3, seeds_per_look=2, max_seeds=7, pairs=[["a", "b"]]
+    )
+    monitor = SequentialMonitor(design, methods=["a", "b", "c"], reference=None, higher_is_better=True)
+    assert list(monitor.comparisons) == ["a vs b"]
+    record = monitor.look({"a": {0: 0.9, 1: 0.95, 2: 0.91}, "b": {0: 0.92, 1: 0.9, 2: 0.93}, "c": {0: 0.1}})
+    assert record.open_arms == ["a", "b"]  # c is in no comparison: it trained the first look only
+
+
+def test_a_design_without_a_reference_needs_a_pair():
+    with pytest.raises(ValueError, match="compares the pairs of its design: none given"):
+        SequentialMonitor(
+            SequentialDesign(effect=0.01), methods=["a", "b"], reference=None, higher_is_better=True
+        )
