@@ -140,10 +140,12 @@ def test_the_first_stop_signal_interrupts_the_start_and_later_ones_hurry_the_sto
 
 
 def test_once_the_api_serves_a_stop_signal_is_polled_for_not_raised():
+    # What SIGINT did before (a process started in the background inherits SIG_IGN, not Python's default).
+    before = signal.getsignal(signal.SIGINT)
     with stopped_by_signals() as signals:
         signals.interrupting = False
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.raise_signal(signum)
         time.sleep(0.1)
         assert signals.requested.is_set() and signals.hurry.is_set()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert signal.getsignal(signal.SIGINT) is before  # restored
