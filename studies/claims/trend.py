@@ -42,7 +42,7 @@ from studies.claims.depth_fits import per_depth
 from studies.claims.sensitivity import Sensitivity, with_sensitivity
 from studies.claims.trials import PRIMARY, StudyData, TrialData, describe_selector, select
 from studies.claims.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, CheckResult, Finding
-from studies.stats import DEFAULT_POWER, minimum_detectable_effect
+from studies.stats import DEFAULT_POWER, minimum_detectable_effect, varies_beyond_noise
 
 __all__ = ["JudgedRange", "ReferenceRow", "SpearmanTest", "TrendCheck", "detectable_correlation", "spearman"]
 
@@ -122,9 +122,10 @@ def _exact_tied_p(rx: np.ndarray, ry: np.ndarray) -> float:
 
 def spearman_test(x: np.ndarray, y: np.ndarray) -> SpearmanTest | None:
     """Spearman's rho with its two-sided p, exact where it can be (see the module docstring); None when
-    undefined (fewer than 3 points, or no spread in x or y)."""
+    undefined (fewer than 3 points, no spread in y, or x spread by no more than round-off, whose order is
+    noise: `x_is_noise`)."""
     n = x.size
-    if n < 3 or np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
+    if n < 3 or x_is_noise(x) or np.ptp(y) == 0.0:
         return None
     rx, ry = stats.rankdata(x), stats.rankdata(y)
     rho = float(stats.spearmanr(x, y).statistic)
@@ -144,6 +145,11 @@ def spearman_test(x: np.ndarray, y: np.ndarray) -> SpearmanTest | None:
     floor = 2 / (MONTE_CARLO_RESAMPLES + 1)
     method = f"Monte Carlo permutation, {MONTE_CARLO_RESAMPLES:,} resamples: p >= {floor:.0e}, not exact"
     return SpearmanTest(rho, float(result.pvalue), method)
+
+
+def x_is_noise(x: np.ndarray) -> bool:
+    """Whether x's values differ by no more than round-off (studies.stats.varies_beyond_noise)."""
+    return not varies_beyond_noise(x)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
@@ -335,13 +341,16 @@ class TrendCheck(CheckBase):
         sign = 1 if self.expect == "positive" else -1
         mde = detectable_correlation(n, self.alpha)
         if test is None:
+            spread = (
+                f"{self.x} {x.min():.10g} to {x.max():.10g}, round-off"
+                if x.size and x_is_noise(x)
+                else "no spread"
+            )
             verdict, note = (
                 INCONCLUSIVE,
-                (
-                    f"{n} point(s) with both values"
-                    + (" and no spread" if n >= 3 else "")
-                    + ": no correlation to test"
-                ),
+                f"{n} point(s) with both values"
+                + (f" and {spread}" if n >= 3 else "")
+                + ": no correlation to test",
             )
             rho = p_value = low = high = None
         else:

@@ -172,7 +172,7 @@ def rank_evidence(
         metric=metric,
         higher_is_better=higher_is_better,
         points=points,
-        spearman=_spearman(points),
+        spearman=_spearman(points, notes),
         notes=tuple(notes),
     )
 
@@ -181,11 +181,24 @@ def _has_init(metrics: Mapping[str, Any]) -> bool:
     return any(k.startswith("init_") and finite_or_none(v) is not None for k, v in metrics.items())
 
 
-def _spearman(points: tuple[RankPoint, ...]) -> float | None:
+def _spearman(points: tuple[RankPoint, ...], notes: list[str]) -> float | None:
+    """Rank correlation of init rank and value; None (and a note saying why) where the ranks differ only
+    by round-off, whose order would rank noise."""
     pairs = [(p.init_rank, p.value) for p in points if p.value is not None]
     if len(pairs) < MIN_POINTS_FOR_CORRELATION:
         return None
+    import numpy as np
     from scipy import stats
+
+    from studies.stats import varies_beyond_noise
+
+    ranks = np.asarray([x for x, _ in pairs])
+    if not varies_beyond_noise(ranks):
+        notes.append(
+            f"no rank correlation: the initial ranks span only {ranks.min():.10g} to {ranks.max():.10g}, "
+            "round-off of one value, so their order is noise"
+        )
+        return None
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant input: scipy warns and answers NaN, reported as None

@@ -9,6 +9,7 @@
 - `verdict(...)`: better / worse / no significant difference, respecting the metric's direction.
 """
 
+from studies.stats._values import MEASUREMENT_NOISE_RTOL, varies_beyond_noise
 from studies.stats.adjust import ADJUSTMENT_METHODS, adjust
 from studies.stats.compare import (
     LOW_N_THRESHOLD,
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_POWER",
     "INSUFFICIENT_DATA",
     "LOW_N_THRESHOLD",
+    "MEASUREMENT_NOISE_RTOL",
     "NO_SIGNIFICANT_DIFFERENCE",
     "PAIRED_T",
     "REFERENCE",
@@ -73,5 +75,6 @@ __all__ = [
     "seeds_for_power",
     "summarize",
     "t_test_power",
+    "varies_beyond_noise",
     "verdict",
 ]

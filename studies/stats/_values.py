@@ -26,6 +26,20 @@ def has_zero_spread(x: np.ndarray) -> bool:
     return float(np.ptp(x)) <= ZERO_SPREAD_RTOL * scale
 
 
+# Relative tolerance under which a measurement's spread is round-off: quantities computed in float32
+# (initial ranks from singular values, 0.9999999996 to 1.0 across a grid) carry relative error near 1e-7,
+# so their order below this spread is noise, and a correlation over it would rank noise.
+MEASUREMENT_NOISE_RTOL = 1e-6
+
+
+def varies_beyond_noise(x: np.ndarray) -> bool:
+    """True when the entries spread by more than float32 round-off of their scale (MEASUREMENT_NOISE_RTOL)."""
+    if x.size < 2:
+        return False
+    scale = max(1.0, float(np.max(np.abs(x))))
+    return float(np.ptp(x)) > MEASUREMENT_NOISE_RTOL * scale
+
+
 def clean_float(x: float | np.floating | None) -> float | None:
     """A plain Python float, or None for None / NaN / inf, so that tables never show NaN."""
     if x is None:

@@ -207,3 +207,14 @@ def test_evidence_without_gate_or_rank_data_is_empty():
 def test_a_confidence_outside_zero_and_one_is_refused():
     with pytest.raises(ValueError, match="confidence"):
         build_evidence([], dataset="digits", metric="accuracy", higher_is_better=True, confidence=1.5)
+
+
+def test_no_rank_correlation_is_given_over_ranks_that_differ_only_by_round_off():
+    # 0.9999999996 to 1.0 (float32 round-off of one rank): a rho over their order would rank noise.
+    trials = [
+        _grid_trial("pre", seed, [0.9, 0.8, 0.7], jacobian=1.0 - 4e-10 * seed, value=0.5 + 0.1 * seed)
+        for seed in range(4)
+    ]
+    evidence = rank_evidence(trials, metric="accuracy", higher_is_better=True, rank_key="init_erank_jacobian")
+    assert evidence.spearman is None
+    assert any("round-off of one value, so their order is noise" in note for note in evidence.notes)

@@ -66,3 +66,18 @@ def test_the_trend_finding_prints_the_exact_p_and_how_it_was_obtained():
     finding = result.findings[0]
     assert finding.p_value == pytest.approx(2 / math.factorial(9))
     assert "p = 5.51e-06 (exact)" in finding.note
+
+
+def test_x_values_that_differ_only_by_round_off_give_no_correlation_and_say_so():
+    # Initial ranks of 0.9999999996 to 1.0: float32 round-off of one value, whose order is noise.
+    noise = [1.0 - 4e-10 * i for i in range(9)]
+    assert spearman_test(np.asarray(noise), np.arange(9.0)) is None
+    trials = [
+        trial({"skip_scale": beta}, 0, {"init_erank_jacobian": rank}, value=0.5 + 0.01 * i)
+        for i, (beta, rank) in enumerate(
+            zip((0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0), noise, strict=True)
+        )
+    ]
+    result = TrendCheck(x="init_erank_jacobian", y="primary", expect="positive").evaluate(data(trials))
+    assert result.verdict == "inconclusive"
+    assert "round-off: no correlation to test" in result.findings[0].note
