@@ -52,11 +52,19 @@ class SequentialFigures(NamedTuple):
 
 
 def _design_hours(spec: StudySpec, seeds: dict[str, float]) -> float | None:
-    """GPU-hours of the tune phase (at ASHA's rungs) plus `seeds[m]` final seeds of each method m."""
+    """GPU-hours of the tune phase (at ASHA's rungs) plus `seeds[a]` final seeds of each arm a (a method,
+    or one point of a grid method, which costs its share of the method's seed)."""
     per_seed, tune = final_trial_hours(spec), tune_phase_hours(spec)
     if per_seed is None or tune is None:
         return None
-    return tune + sum(n * per_seed[method] for method, n in seeds.items())
+    per_arm = dict(per_seed)  # a grid method named whole: every point on each seed
+    if spec.kind == "grid":
+        per_arm.update(
+            (spec.arm_of(m, point.label), per_seed[m] / len(spec.grid_points(m)))
+            for m in spec.methods
+            for point in spec.grid_points(m)
+        )
+    return tune + sum(n * per_arm[arm] for arm, n in seeds.items())
 
 
 def sequential_figures(spec: StudySpec) -> SequentialFigures | None:
