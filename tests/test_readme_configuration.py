@@ -37,7 +37,8 @@ def test_every_setting_has_a_row():
 
 
 def test_every_variable_the_workers_and_kernels_read_has_a_row():
-    system = {"PATH", "CC", "HOME", "PYTHONUNBUFFERED", "PYTHONPATH"}  # the system's and Python's own variables
+    # The system's and Python's own variables.
+    system = {"PATH", "CC", "HOME", "PYTHONUNBUFFERED", "PYTHONPATH"}
     read = _variables_read_in_code() - system
     assert {"NORMLAB_OFFLINE_DATA", "NORMLAB_FUSED_NORMS"} <= read  # the scan finds them
     missing = sorted(v for v in read if f"`{v}`" not in CONFIGURATION)

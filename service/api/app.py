@@ -19,6 +19,7 @@ from service.api.routes import health_router, reports_router, results_router, st
 from service.api.routes.plans import router as plans_router
 from service.auth import ensure_api_token
 from service.orchestration.ports import Dispatcher
+from service.orchestration.study_runs import StudyRuns
 from service.settings import Settings, get_settings
 from service.web import router as web_router
 from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
@@ -67,6 +68,8 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.dispatcher = dispatcher
+    # The MLflow runs of studies: a deleted study's parent run is marked there (mlflow imported only then).
+    app.state.study_runs = StudyRuns(str(settings.mlflow_tracking_uri))
     # What to call once a new study is stored (the reconcile loop's wake, where one runs in this process).
     app.state.on_study_queued = None
     app.state.api_token = SecretStr(ensure_api_token(settings))  # SecretStr: never printed by accident

@@ -22,9 +22,18 @@ from service.api.errors import UnauthorizedError
 from service.api.load_shedding import DatabaseGate
 from service.auth import token_matches
 from service.orchestration.ports import Dispatcher
+from service.orchestration.study_runs import StudyRuns
 from service.settings import Settings
 
-__all__ = ["AuthDep", "DatabaseDep", "DispatcherDep", "EngineDep", "SettingsDep", "require_token"]
+__all__ = [
+    "AuthDep",
+    "DatabaseDep",
+    "DispatcherDep",
+    "EngineDep",
+    "SettingsDep",
+    "StudyRunsDep",
+    "require_token",
+]
 
 
 async def get_settings(request: Request) -> Settings:
@@ -34,6 +43,11 @@ async def get_settings(request: Request) -> Settings:
 async def get_dispatcher(request: Request) -> Dispatcher | None:
     # Routes see the cluster through the service.orchestration.ports.Dispatcher protocol only (None: no cluster wired).
     return request.app.state.dispatcher
+
+
+async def get_study_runs(request: Request) -> StudyRuns:
+    # The MLflow runs of studies (service.orchestration.study_runs): what a deletion marks there.
+    return request.app.state.study_runs
 
 
 _bearer = HTTPBearer(auto_error=False, description="the API token (`normlab token` prints it)")
@@ -52,6 +66,7 @@ async def require_token(
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DispatcherDep = Annotated[Dispatcher | None, Depends(get_dispatcher)]
+StudyRunsDep = Annotated[StudyRuns, Depends(get_study_runs)]
 AuthDep = Depends(require_token)
 
 

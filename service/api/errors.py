@@ -31,9 +31,12 @@ from starlette.routing import Match
 from service.orchestration.ports import DispatchError
 from studies.spec import SpecFormatError, UnsupportedContentTypeError
 from studies.store import (
+    DeletionNotConfirmedError,
     IdempotencyKeyReusedError,
     InvalidStatusTransitionError,
+    InvalidTagError,
     InvalidTrialError,
+    StudyNotDeletableError,
     StudyNotFoundError,
     TrialKeyConflictError,
 )
@@ -424,6 +427,23 @@ async def _claim_not_served(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
 
 
+async def _invalid_tag(_request: Request, exc: Exception) -> JSONResponse:
+    # Only a tag the API's own validation let through gets here (service.api.routes.tag_values states the
+    # same rules): at the body's tags, as a 422 of FastAPI's would be.
+    assert isinstance(exc, InvalidTagError)
+    loc: list[str | int] = ["body", "tags"] if exc.index is None else ["body", "tags", exc.index]
+    detail = [{"type": "invalid_tag", "loc": loc, "msg": str(exc), "input": exc.tag}]
+    return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
+
+
+async def _deletion_not_confirmed(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DeletionNotConfirmedError)
+    detail = [
+        {"type": "deletion_not_confirmed", "loc": ["query", "confirm"], "msg": str(exc), "input": exc.confirm}
+    ]
+    return JSONResponse({"detail": _json_safe(detail)}, status_code=422)
+
+
 async def _spec_format(_request: Request, exc: Exception) -> JSONResponse:
     detail = [{"type": "spec_format", "loc": ["body"], "msg": str(exc)}]
     return JSONResponse({"detail": _json_safe(detail)}, status_code=422)  # the message may quote a key
@@ -457,6 +477,9 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NoResultsError, _message(404))
     app.add_exception_handler(InvalidStatusTransitionError, _message(409))
     app.add_exception_handler(TrialKeyConflictError, _message(409))
+    app.add_exception_handler(StudyNotDeletableError, _message(409))
+    app.add_exception_handler(DeletionNotConfirmedError, _deletion_not_confirmed)
+    app.add_exception_handler(InvalidTagError, _invalid_tag)
     app.add_exception_handler(InvalidTrialError, _message(422))
     app.add_exception_handler(UnauthorizedError, _message(401, {"WWW-Authenticate": "Bearer"}))
     app.add_exception_handler(SpecTooLargeError, _message(413))

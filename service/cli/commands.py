@@ -332,18 +332,23 @@ def report(
     console.print(f"wrote the {format} report of study {study_id} to {output}")
 
 
+def _write_token(settings: Settings) -> str:
+    """The token a command that changes something sends; CliError saying where to get it when there is none."""
+    token = _client_token(settings)
+    if token is None:
+        raise CliError(
+            "no API token: set NORMLAB_API_TOKEN to the server's token (`normlab token` prints it on "
+            "the server machine)"
+        )
+    return token
+
+
 @app.command()
 def cancel(study_id: str = typer.Argument(..., help="the study id to cancel")) -> None:
     """Cancel a study: a queued one at once, a running one by stopping its Ray job."""
     settings = _settings()
     try:
-        token = _client_token(settings)
-        if token is None:
-            raise CliError(
-                "no API token: set NORMLAB_API_TOKEN to the server's token (`normlab token` prints it on "
-                "the server machine)"
-            )
-        with ApiClient(str(settings.api_url), token) as api:
+        with ApiClient(str(settings.api_url), _write_token(settings)) as api:
             study = api.json("POST", f"/studies/{study_id}/cancel")
     except CliError as error:
         raise _fail(error) from None
@@ -351,27 +356,116 @@ def cancel(study_id: str = typer.Argument(..., help="the study id to cancel")) -
 
 
 @app.command()
+def tag(
+    study_id: str = typer.Argument(..., help="the study id"),
+    tags: list[str] | None = typer.Argument(
+        None, help="tags to add (lowercase letters, digits, '-', '_', '.'); none: print the study's tags"
+    ),
+    remove: bool = typer.Option(False, "--remove", help="remove these tags instead of adding them"),
+) -> None:
+    """Add tags to a study (or remove them with --remove); the home page and `normlab studies --tag` filter
+    by them."""
+    from studies.store import tag_problem  # the store's rules: a bad tag is named before anything is sent
+
+    settings = _settings()
+    wanted = list(dict.fromkeys(tags or ()))
+    try:
+        problems = [problem for t in wanted if not remove and (problem := tag_problem(t))]
+        if problems:
+            raise CliError("; ".join(problems) + "; nothing was changed")
+        with ApiClient(str(settings.api_url), _write_token(settings) if wanted else None) as api:
+            current = api.json("GET", f"/studies/{study_id}")["tags"]
+            if wanted:
+                changed = [t for t in current if t not in wanted] if remove else sorted({*current, *wanted})
+                current = api.json("PUT", f"/studies/{study_id}/tags", json={"tags": changed})["tags"]
+    except CliError as error:
+        raise _fail(error) from None
+    listed = ", ".join(current) if current else "no tags"
+    console.print(f"study {study_id}: {listed}", markup=False, highlight=False)
+
+
+@app.command()
+def delete(
+    study_id: str = typer.Argument(..., help="the id of an ended study (succeeded, failed or cancelled)"),
+    yes: bool = typer.Option(False, "--yes", help="do not ask for the id to be typed again"),
+) -> None:
+    """Delete an ended study with its trials and everything else stored about it; cannot be undone.
+
+    Its MLflow runs are kept, the parent run tagged normlab.deleted=true. Without --yes the study is shown
+    and its id must be typed again, as the API's `confirm` asks.
+    """
+    settings = _settings()
+    try:
+        token = _write_token(settings)
+        with ApiClient(str(settings.api_url), token) as api:
+            if not yes:
+                study = api.json("GET", f"/studies/{study_id}")
+                console.print(
+                    f"study {study['id']} ({study['name']}, {study['dataset']}, {study['status']}, "
+                    f"{study['progress']['done']} trials) is deleted with everything stored about it",
+                    markup=False,
+                    highlight=False,
+                )
+                typed = typer.prompt("type its id to delete it", default="", show_default=False)
+                if typed.strip() != study_id:
+                    raise CliError(f"the id typed is not {study_id}; nothing was deleted")
+            deleted = api.json("DELETE", f"/studies/{study_id}", params={"confirm": study_id})
+    except CliError as error:
+        raise _fail(error) from None
+    rows = deleted["deleted_rows"]
+    console.print(
+        f"deleted study {deleted['id']} ({deleted['name']}): {rows.get('trials', 0)} trials, "
+        f"{rows.get('trial_epochs', 0)} epoch records",
+        markup=False,
+        highlight=False,
+    )
+    if deleted.get("mlflow_parent_run_id") or deleted.get("mlflow_experiment_id"):
+        console.print(
+            "its MLflow runs are kept; the parent run is tagged normlab.deleted=true (the server log says "
+            "if MLflow did not take it)",
+            markup=False,
+            highlight=False,
+        )
+
+
+@app.command()
 def studies(
     status_filter: str | None = typer.Option(None, "--status", help="queued | running | succeeded | ..."),
     dataset: str | None = typer.Option(None, "--dataset"),
+    method: str | None = typer.Option(None, "--method", help="a method the study compares, e.g. dyt"),
+    tags: list[str] | None = typer.Option(
+        None, "--tag", help="a tag the study carries; repeated, it must carry every one"
+    ),
+    query: str | None = typer.Option(None, "--query", "-q", help="text in the name or description, any case"),
 ) -> None:
-    """List studies, newest first."""
+    """List studies, newest first; every filter given narrows the list."""
     settings = _settings()
-    params = {k: v for k, v in {"status": status_filter, "dataset": dataset}.items() if v}
+    params: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "status": status_filter,
+            "dataset": dataset,
+            "method": method,
+            "q": query,
+            "tag": list(tags or ()),
+        }.items()
+        if v
+    }
     try:
         with ApiClient(str(settings.api_url)) as api:
             listed = api.json("GET", "/studies", params=params)
     except CliError as error:
         raise _fail(error) from None
-    table = Table("id", "name", "dataset", "status", "trials", "created")
+    table = Table("id", "name", "dataset", "status", "trials", "tags", "created")
     for study in listed:
         p = study["progress"]
         table.add_row(
             study["id"],
-            study["name"],
+            escape(study["name"]),
             study["dataset"],
             study["status"],
             f"{p['done']}/{p['planned']}",
+            ", ".join(study.get("tags", [])),
             study["created_at"],
         )
     console.print(table)

@@ -1,9 +1,12 @@
-"""The MLflow runs of an ended study: none may stay RUNNING.
+"""The MLflow runs of an ended study: none may stay RUNNING, and a deleted study's are marked as such.
 
 A driver that was killed, crashed or was cancelled cannot close its parent run, and its trials' processes
 die with it, leaving their child runs RUNNING forever. The reconcile loop closes them here once the study
 has ended: FAILED for a failed study, KILLED for a cancelled one; a succeeded study's driver closed its own
 runs, so what is left there belongs to a driver attempt that died (KILLED; its parent run FINISHED).
+
+A study deleted from the store keeps its runs in MLflow (what it logged stays for whoever reads it there);
+its parent run is tagged `normlab.deleted=true`, so the MLflow UI tells them from a live study's.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ if TYPE_CHECKING:  # mlflow is imported only when runs are closed: the API start
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
-__all__ = ["MlflowUnavailableError", "StudyRuns", "closing_status"]
+__all__ = ["DELETED_TAG", "MlflowUnavailableError", "StudyRuns", "closing_status"]
 
 log = logging.getLogger(__name__)
 
 STUDY_ID_TAG = "normlab.study_id"  # on the parent run and on every trial's child run
 ROLE_TAG = "normlab.role"  # "parent" on the study's parent run
+DELETED_TAG = "normlab.deleted"  # "true" on the parent run of a study deleted from the store
 
 # Study status -> MLflow run status (MLflow's own vocabulary) of a run the study left RUNNING.
 _CHILD_STATUS = {
@@ -89,6 +93,48 @@ class StudyRuns:
                 "study %s (%s): closed %d MLflow run(s) left RUNNING", study_id, study_status, len(closed)
             )
         return closed
+
+    def mark_deleted(
+        self, *, study_id: str, experiment_id: str | None, parent_run_id: str | None
+    ) -> str | None:
+        """Tag the deleted study's parent run `normlab.deleted=true`; nothing is deleted in MLflow. Returns
+        the run tagged, None when the study has no parent run (its driver never made one).
+
+        `parent_run_id` is the one the store kept; without it the parent run is looked up in the study's
+        experiment by its tags (a driver that made it and died before recording it). Raises
+        MlflowUnavailableError when the server does not answer, at once rather than after the client's
+        retries.
+        """
+        from mlflow.tracking import MlflowClient
+
+        if parent_run_id is None and experiment_id is None:
+            return None
+        if is_http_url(self.tracking_uri) and mlflow_answer(self.tracking_uri) is not Answer.UP:
+            raise MlflowUnavailableError(f"no MLflow server answers at {self.tracking_uri}")
+        client = MlflowClient(self.tracking_uri)
+        if parent_run_id is None:
+            parent_run_id = _parent_run_id(client, study_id, experiment_id)
+            if parent_run_id is None:
+                return None
+        client.set_tag(parent_run_id, DELETED_TAG, "true")
+        log.info(
+            "study %s deleted: its MLflow parent run %s is tagged %s", study_id, parent_run_id, DELETED_TAG
+        )
+        return parent_run_id
+
+
+def _parent_run_id(client: MlflowClient, study_id: str, experiment_id: str | None) -> str | None:
+    from mlflow.entities import ViewType
+
+    if experiment_id is None or "'" in study_id or "\\" in study_id:
+        return None
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{STUDY_ID_TAG}` = '{study_id}' and tags.`{ROLE_TAG}` = 'parent'",
+        run_view_type=ViewType.ALL,
+        max_results=1,
+    )
+    return runs[0].info.run_id if runs else None
 
 
 def _running_runs(client: MlflowClient, study_id: str, experiment_id: str) -> list[Run]:

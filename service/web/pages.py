@@ -1,4 +1,5 @@
-"""The pages: `/` (studies, newest first), `/studies/{id}` for a browser, `/catalog` (claims and verdicts).
+"""The pages: `/` (studies, newest first, searched by the API's own filters), `/studies/{id}` for a browser,
+`/catalog` (claims and verdicts).
 
 Thin routes, as the API's: one read-only unit of work at the database gate, the views (and the figures,
 CPU work) built in a worker thread, a template rendered. `/studies/{id}` is shared with the JSON API: the
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 from sqlalchemy.orm import Session
@@ -35,10 +36,11 @@ from service.web.compare import CompareSide, compared_table, spec_differences
 from service.web.negotiation import HtmlRoute
 from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
+from service.web.search import StudySearch, read_search
 from service.web.views import StudyPage, study_card, study_page
 from studies.catalog import SIZES
 from studies.planning import History, read_history
-from studies.spec import StudySpec
+from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
 from studies.store import (
     StudyNotFoundError,
     StudyStatus,
@@ -46,6 +48,7 @@ from studies.store import (
     TrialView,
     get_study,
     list_studies,
+    list_tags,
     list_trials,
     study_histories,
     study_looks,
@@ -74,8 +77,18 @@ _pages = APIRouter(include_in_schema=False)
 
 
 @_pages.get("/", name="home_page")
-async def home_page(request: Request, database: DatabaseDep, settings: SettingsDep) -> Response:
-    studies = await database.read(partial(list_studies, limit=HOME_LIMIT))
+async def home_page(
+    request: Request,
+    database: DatabaseDep,
+    settings: SettingsDep,
+    q: str | None = None,
+    dataset: str | None = None,
+    method: str | None = None,
+    status: str | None = None,
+    tag: Annotated[list[str] | None, Query()] = None,
+) -> Response:
+    search = read_search(q=q, dataset=dataset, method=method, status=status, tags=tag or ())
+    studies, tags_in_use = await database.read(partial(_home_data, search=search))
     cards = [
         study_card(
             s,
@@ -94,8 +107,18 @@ async def home_page(request: Request, database: DatabaseDep, settings: SettingsD
             "limit": HOME_LIMIT,
             "poll_ms": POLL_INTERVAL_MS,
             "mlflow_user": mlflow_sign_in_user(),
+            "search": search,
+            "tags_in_use": tags_in_use,
+            "datasets": KNOWN_DATASETS,
+            "methods": METHODS,
+            "statuses": [s.value for s in StudyStatus],
         },
     )
+
+
+def _home_data(session: Session, *, search: StudySearch) -> tuple[list[StudyView], dict[str, int]]:
+    """The studies the search selects, and every tag in use (the page's tag chips)."""
+    return list_studies(session, **search.filters(), limit=HOME_LIMIT), list_tags(session)
 
 
 @_negotiated.get("/studies/{study_id}", name="study_page")

@@ -79,6 +79,7 @@ class StudyCard:
     submit_failures: int = 0
     submit_error: str | None = None
     submit_retry_at: str | None = None
+    tags: tuple[str, ...] = ()  # alphabetical; each a link to the home page narrowed to it
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,7 @@ def study_card(
         submit_failures=len(waiting),
         submit_error=waiting[-1].error if waiting else None,
         submit_retry_at=_iso(waiting[-1].retry_at) if waiting else None,
+        tags=study.tags,
     )
 
 

@@ -1,12 +1,13 @@
 """Persistence of studies (with their driver attempts and failed submissions), trials, per-epoch trial
-histories and the looks of sequential studies (SQLAlchemy 2 only: importable by the Ray driver without
-FastAPI).
+histories, the looks of sequential studies and the tags of studies (SQLAlchemy 2 only: importable by the
+Ray driver without FastAPI). An ended study can be deleted with everything stored about it.
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
 from studies.store._attempts import end_attempt, record_attempt, record_submit_failure
+from studies.store._delete import delete_study
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
 from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
 from studies.store._notifications import mark_announced, studies_to_announce
@@ -21,32 +22,68 @@ from studies.store._studies import (
     set_study_status,
     study_progress,
 )
+from studies.store._tags import (
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
+    TAG_PATTERN,
+    add_tags,
+    check_tags,
+    list_tags,
+    remove_tags,
+    set_tags,
+    tag_problem,
+)
 from studies.store._trials import fill_trial_mlflow_run, list_trials, record_trial
 from studies.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from studies.store.errors import (
+    DeletionNotConfirmedError,
     IdempotencyKeyReusedError,
     InvalidLookError,
     InvalidStatusTransitionError,
+    InvalidTagError,
     InvalidTrialError,
     LookConflictError,
     StoreError,
+    StudyNotDeletableError,
     StudyNotFoundError,
     TrialKeyConflictError,
     TrialNotFoundError,
 )
 from studies.store.migrate import upgrade_database
 from studies.store.status import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, Phase, StudyStatus, TrialStatus
-from studies.store.tables import Base, Study, StudyAttempt, StudyLook, StudySubmitFailure, Trial, TrialEpoch
-from studies.store.views import AttemptView, StudyProgress, StudyView, SubmitFailureView, TrialView
+from studies.store.tables import (
+    Base,
+    Study,
+    StudyAttempt,
+    StudyLook,
+    StudySubmitFailure,
+    StudyTag,
+    Trial,
+    TrialEpoch,
+)
+from studies.store.views import (
+    AttemptView,
+    DeletedStudy,
+    StudyProgress,
+    StudyView,
+    SubmitFailureView,
+    TrialView,
+)
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+    "TAG_PATTERN",
     "TERMINAL_STATUSES",
     "AttemptView",
     "Base",
+    "DeletedStudy",
+    "DeletionNotConfirmedError",
     "IdempotencyKeyReusedError",
     "InvalidLookError",
     "InvalidStatusTransitionError",
+    "InvalidTagError",
     "InvalidTrialError",
     "LookConflictError",
     "Phase",
@@ -54,10 +91,12 @@ __all__ = [
     "Study",
     "StudyAttempt",
     "StudyLook",
+    "StudyNotDeletableError",
     "StudyNotFoundError",
     "StudyProgress",
     "StudyStatus",
     "StudySubmitFailure",
+    "StudyTag",
     "StudyView",
     "SubmitFailureView",
     "Trial",
@@ -66,13 +105,17 @@ __all__ = [
     "TrialNotFoundError",
     "TrialStatus",
     "TrialView",
+    "add_tags",
+    "check_tags",
     "create_study",
     "create_study_once",
+    "delete_study",
     "end_attempt",
     "fill_trial_mlflow_run",
     "get_study",
     "list_studies",
     "list_studies_with_open_mlflow_runs",
+    "list_tags",
     "list_trials",
     "make_engine",
     "mark_announced",
@@ -84,15 +127,18 @@ __all__ = [
     "record_submit_failure",
     "record_trial",
     "record_trial_epoch",
+    "remove_tags",
     "sequential_summary",
     "session_scope",
     "set_study_runtime",
     "set_study_status",
+    "set_tags",
     "studies_to_announce",
     "study_histories",
     "study_looks",
     "study_progress",
     "study_sequential",
+    "tag_problem",
     "trial_history",
     "upgrade_database",
 ]

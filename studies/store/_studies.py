@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import case, func, select, update
@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from studies.spec import StudySpec
+from studies.store._search import study_filters
 from studies.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
 from studies.store.status import (
     ALLOWED_TRANSITIONS,
@@ -106,15 +107,23 @@ def list_studies(
     *,
     status: StudyStatus | str | None = None,
     dataset: str | None = None,
+    q: str | None = None,
+    method: str | None = None,
+    tags: Sequence[str] = (),
     order: Literal["newest", "oldest"] = "newest",
     limit: int | None = None,
 ) -> list[StudyView]:
-    """Studies matching the filters; `order="oldest"` gives a queue (first submitted first)."""
+    """Studies matching every filter given; `order="oldest"` gives a queue (first submitted first).
+
+    `q`: text in the name or description, any case; `method`: one of the spec's methods; `tags`: tags the
+    study carries, all of them (studies.store._search).
+    """
     query = select(Study)
     if status is not None:
         query = query.where(Study.status == StudyStatus(status).value)
     if dataset is not None:
         query = query.where(Study.dataset == dataset)
+    query = query.where(*study_filters(session.get_bind().dialect.name, q=q, method=method, tags=tags))
     newest = order == "newest"
     query = query.order_by(Study.created_at.desc() if newest else Study.created_at.asc(), Study.id)
     if limit is not None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from studies.store.status import TERMINAL_STATUSES
 
 __all__ = [
+    "DeletionNotConfirmedError",
     "IdempotencyKeyReusedError",
     "InvalidLookError",
     "InvalidStatusTransitionError",
+    "InvalidTagError",
     "InvalidTrialError",
     "LookConflictError",
     "StoreError",
+    "StudyNotDeletableError",
     "StudyNotFoundError",
     "TrialKeyConflictError",
     "TrialNotFoundError",
@@ -91,3 +94,37 @@ class LookConflictError(StoreError):
         )
         self.study_id = study_id
         self.look = look
+
+
+class InvalidTagError(StoreError, ValueError):
+    """A tag outside the rules of studies.store._tags, or one tag too many; `index` is the position of the
+    offending tag in the list given (None: the list as a whole, e.g. too many tags)."""
+
+    def __init__(self, message: str, *, index: int | None = None, tag: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.tag = tag
+
+
+class StudyNotDeletableError(StoreError):
+    """A study that has not ended: its driver may still write to it, so it is not deleted."""
+
+    def __init__(self, study_id: str, status: str) -> None:
+        super().__init__(
+            f"study '{study_id}' is {status}: only an ended study (succeeded, failed or cancelled) is "
+            f"deleted; cancel it first (POST /studies/{study_id}/cancel) and delete it once it has ended"
+        )
+        self.study_id = study_id
+        self.status = status
+
+
+class DeletionNotConfirmedError(StoreError, ValueError):
+    """A deletion whose `confirm` does not repeat the study's id."""
+
+    def __init__(self, study_id: str, confirm: str | None) -> None:
+        super().__init__(
+            f"deleting study '{study_id}' removes it with all its trials for good: repeat its id as "
+            f"confirm (DELETE /studies/{study_id}?confirm={study_id})"
+        )
+        self.study_id = study_id
+        self.confirm = confirm

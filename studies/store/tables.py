@@ -1,8 +1,8 @@
 """SQLAlchemy tables: one row per study, one row per driver attempt of a study (its Ray job and, when the
 driver died, why), one row per submission of a driver the cluster did not take (in its words), one row per
 trial (keyed by the driver's idempotent trial_key), and one row per reported epoch of a trial (its per-epoch
-history), and one row per look of a sequential study (what the look saw and decided, as
-studies.sequential's LookRecord writes it).
+history), one row per look of a sequential study (what the look saw and decided, as
+studies.sequential's LookRecord writes it), and one row per tag of a study.
 
 The Alembic revisions in studies/store/migrations create exactly these tables; a test compares the two.
 """
@@ -38,6 +38,7 @@ __all__ = [
     "StudyLook",
     "StudyNotification",
     "StudySubmitFailure",
+    "StudyTag",
     "Trial",
     "TrialEpoch",
     "utcnow",
@@ -99,6 +100,11 @@ class Study(Base):
     submit_failures: Mapped[list[StudySubmitFailure]] = relationship(
         order_by="StudySubmitFailure.number", lazy="selectin", passive_deletes=True
     )
+    # Loaded with it too: every listing shows a study's tags. Changed through this collection only
+    # (studies.store._tags), so a removed tag is deleted with the flush rather than orphaned.
+    tags: Mapped[list[StudyTag]] = relationship(
+        order_by="StudyTag.tag", lazy="selectin", cascade="all, delete-orphan", passive_deletes=True
+    )
 
 
 class StudyAttempt(Base):
@@ -129,6 +135,18 @@ class StudyNotification(Base):
         String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
     )
     notified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class StudyTag(Base):
+    """One tag of a study: a label people give it to find it again (studies.store._tags holds the rules)."""
+
+    __tablename__ = "study_tags"
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Indexed on its own: the study list filters by tag (`GET /studies?tag=`) across every study.
+    tag: Mapped[str] = mapped_column(String(40), primary_key=True, index=True)
 
 
 class StudySubmitFailure(Base):

@@ -9,7 +9,7 @@ from typing import Any, overload
 
 from studies.store.tables import Study, StudyAttempt, StudySubmitFailure, Trial
 
-__all__ = ["AttemptView", "StudyProgress", "StudyView", "SubmitFailureView", "TrialView"]
+__all__ = ["AttemptView", "DeletedStudy", "StudyProgress", "StudyView", "SubmitFailureView", "TrialView"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,7 @@ class StudyView:
     attempts: tuple[AttemptView, ...] = ()  # oldest first; the last one is the current driver
     mlflow_closed_at: datetime | None = None
     submit_failures: tuple[SubmitFailureView, ...] = ()  # oldest first
+    tags: tuple[str, ...] = ()  # in alphabetical order (studies.store._tags)
 
     @property
     def current_attempt(self) -> AttemptView | None:
@@ -158,7 +159,21 @@ class StudyView:
             attempts=tuple(AttemptView.from_row(a) for a in row.attempts),
             mlflow_closed_at=_aware(row.mlflow_closed_at),
             submit_failures=tuple(SubmitFailureView.from_row(f) for f in row.submit_failures),
+            tags=tuple(t.tag for t in row.tags),
         )
+
+
+@dataclass(frozen=True)
+class DeletedStudy:
+    """What a deletion removed: the study as it was, and how many rows went from each table."""
+
+    id: str
+    name: str
+    dataset: str
+    status: str  # the ended status it had
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: str | None  # the parent run to mark deleted (its runs stay in MLflow)
+    rows: dict[str, int]  # table -> rows deleted, `studies` (1) included
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Annotated
 from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from studies.spec import KNOWN_DATASETS
+from studies.spec import KNOWN_DATASETS, METHODS
 
-__all__ = ["KnownDataset"]
+__all__ = ["KnownDataset", "KnownMethod"]
 
 
 def _known_dataset(name: str) -> str:
@@ -26,4 +26,19 @@ def _known_dataset(name: str) -> str:
 
 KnownDataset = Annotated[
     str, AfterValidator(_known_dataset), WithJsonSchema({"type": "string", "enum": list(KNOWN_DATASETS)})
+]
+
+
+def _known_method(name: str) -> str:
+    if name not in METHODS:
+        raise PydanticCustomError(
+            "unknown_method",
+            "unknown method '{method}'; choose one of {known}",
+            {"method": name, "known": ", ".join(METHODS)},
+        )
+    return name
+
+
+KnownMethod = Annotated[
+    str, AfterValidator(_known_method), WithJsonSchema({"type": "string", "enum": list(METHODS)})
 ]

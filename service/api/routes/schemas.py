@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from service.api.mlflow_links import mlflow_ui_url
-from studies.store import AttemptView, StudyView, SubmitFailureView, TrialView
+from studies.store import AttemptView, DeletedStudy, StudyView, SubmitFailureView, TrialView
 from studies.tables.sequential import SequentialSummary
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "ProgressOut",
     "ReadinessCheckOut",
     "ReadinessOut",
+    "StudyDeletedOut",
     "StudyLinks",
     "StudyOut",
     "SubmitFailureOut",
@@ -117,6 +118,7 @@ class StudyOut(BaseModel):
     seconds_left: float | None = None
     links: StudyLinks
     spec: dict[str, Any]  # the validated spec, defaults filled in
+    tags: list[str] = []  # in alphabetical order; PUT /studies/{id}/tags sets them
     sequential: SequentialSummary | None = Field(
         None,
         description="A sequential study's design, looks and outcomes: each comparison's decision, stop "
@@ -148,6 +150,34 @@ class StudyOut(BaseModel):
             name: getattr(study, name) for name in cls.model_fields if name not in ("links", "sequential")
         }
         return cls.model_validate({**fields, "links": links, "sequential": sequential}, from_attributes=True)
+
+
+class StudyDeletedOut(BaseModel):
+    """What DELETE /studies/{id} removed from the store. Its MLflow runs are kept: the parent run is tagged
+    `normlab.deleted=true` once this answer has left, best-effort (an MLflow that does not answer leaves it
+    untagged, and the server log says so)."""
+
+    id: str
+    name: str
+    dataset: str
+    status: str  # the ended status it had: succeeded | failed | cancelled
+    deleted_rows: dict[str, int]  # table -> rows removed, the study's own row (`studies`) included
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: (
+        str | None
+    )  # the run tagged deleted (null: none recorded; the experiment is searched)
+
+    @classmethod
+    def from_deleted(cls, deleted: DeletedStudy) -> StudyDeletedOut:
+        return cls(
+            id=deleted.id,
+            name=deleted.name,
+            dataset=deleted.dataset,
+            status=deleted.status,
+            deleted_rows=dict(deleted.rows),
+            mlflow_experiment_id=deleted.mlflow_experiment_id,
+            mlflow_parent_run_id=deleted.mlflow_parent_run_id,
+        )
 
 
 class TrialOut(BaseModel):

@@ -1,7 +1,10 @@
-"""/studies: submit (JSON or YAML), list, read with progress, list trials, a trial's history, cancel.
+"""/studies: submit (JSON or YAML), list and search, read with progress, list trials, a trial's history,
+cancel, tag, delete.
 
 Routes only persist: a submitted study is stored QUEUED and the background loop starts it. Cancelling,
-which stops a running study's cluster job first, is service.orchestration.cancel.cancel_study.
+which stops a running study's cluster job first, is service.orchestration.cancel.cancel_study. Deleting
+removes an ended study's rows in one transaction (studies.store.delete_study) and marks its MLflow runs
+after the answer has left (service.orchestration.delete).
 
 The routes that touch the store are `async def` and hand their store calls to the database gate (one
 transaction each, committed before the response is built); response validation then runs on the event
@@ -16,13 +19,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Depends, Header, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
-from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, SettingsDep
+from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, SettingsDep, StudyRunsDep
 from service.api.errors import error_responses
-from service.api.routes.choices import KnownDataset
-from service.api.routes.schemas import StudyOut, TrialHistoryOut, TrialOut
+from service.api.routes.choices import KnownDataset, KnownMethod
+from service.api.routes.schemas import StudyDeletedOut, StudyOut, TrialHistoryOut, TrialOut
 from service.api.routes.spec_body import read_spec, spec_request_body
+from service.api.routes.tag_values import Tag, TagsIn
 from service.api.routes.text import StorableText
 from service.orchestration import cancel as studies_service
+from service.orchestration.delete import mark_runs_deleted
 from studies.spec import StudySpec
 from studies.store import (
     Phase,
@@ -32,9 +37,11 @@ from studies.store import (
     TrialView,
     create_study,
     create_study_once,
+    delete_study,
     get_study,
     list_studies,
     list_trials,
+    set_tags,
     study_sequential,
     trial_history,
 )
@@ -124,16 +131,28 @@ def _store_study(session: Session, *, spec: StudySpec, idempotency_key: str | No
 
 
 @router.get(
-    "", response_model=list[StudyOut], summary="List studies, newest first", responses=error_responses(503)
+    "",
+    response_model=list[StudyOut],
+    summary="List studies, newest first; every filter given narrows the list",
+    responses=error_responses(503),
 )
 async def read_studies(
     database: DatabaseDep,
     settings: SettingsDep,
     status: StudyStatus | None = None,
     dataset: KnownDataset | None = None,
+    method: Annotated[KnownMethod | None, Query(description="a method the study compares")] = None,
+    q: Annotated[
+        StorableText | None, Query(description="text in the study's name or description, any case")
+    ] = None,
+    tag: Annotated[
+        list[Tag] | None, Query(description="a tag the study carries; repeated, it must carry every one")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[StudyOut]:
-    studies = await database.read(partial(list_studies, status=status, dataset=dataset, limit=limit))
+    studies = await database.read(
+        partial(list_studies, status=status, dataset=dataset, method=method, q=q, tags=tag or (), limit=limit)
+    )
     return [StudyOut.from_view(s, mlflow_tracking_uri=settings.mlflow_ui_url) for s in studies]
 
 
@@ -203,3 +222,45 @@ def cancel_study(
     # connection meanwhile; each transaction commits before the route returns.
     study = studies_service.cancel_study(engine, dispatcher, study_id)
     return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_ui_url)
+
+
+@router.put(
+    "/{study_id}/tags",
+    response_model=StudyOut,
+    dependencies=[AuthDep],
+    responses=error_responses(401, 404, 422, 503, 507),
+    summary="Replace a study's tags (an empty list removes them all)",
+)
+async def put_study_tags(
+    study_id: StorableText, body: TagsIn, database: DatabaseDep, settings: SettingsDep
+) -> StudyOut:
+    study = await database.write(partial(set_tags, study_id=study_id, tags=body.tags))
+    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_ui_url)
+
+
+@router.delete(
+    "/{study_id}",
+    response_model=StudyDeletedOut,
+    dependencies=[AuthDep],
+    responses=error_responses(401, 404, 409, 422, 503, 507),
+    summary="Delete an ended study with its trials and everything else stored about it; its MLflow runs "
+    "are kept, the parent run tagged normlab.deleted=true",
+)
+async def remove_study(
+    study_id: StorableText,
+    confirm: Annotated[
+        str,
+        Query(
+            min_length=1,
+            description="the study's id again: a deletion cannot be undone, so it is never one slip away",
+        ),
+    ],
+    database: DatabaseDep,
+    runs: StudyRunsDep,
+    background: BackgroundTasks,
+) -> StudyDeletedOut:
+    # A queued or running study is a 409 (cancel it first); the rows go in one transaction, committed here.
+    deleted = await database.write(partial(delete_study, study_id=study_id, confirm=confirm))
+    # After the answer has left: a slow or absent MLflow never delays the deletion (best-effort, logged).
+    background.add_task(mark_runs_deleted, runs, deleted)
+    return StudyDeletedOut.from_deleted(deleted)

@@ -99,7 +99,9 @@ def test_the_reconcile_loop_announces_ended_studies_where_a_url_is_set(engine, r
     settings = Settings(
         _env_file=None, data_dir=tmp_path, mlflow_tracking_uri="http://127.0.0.1:9", notify_url=receiver.url
     )
-    quiet = StudyReconciler(engine, FakeDispatcher(), settings=settings.model_copy(update={"notify_url": None}))
+    quiet = StudyReconciler(
+        engine, FakeDispatcher(), settings=settings.model_copy(update={"notify_url": None})
+    )
     quiet.tick()
     assert receiver.bodies == []  # no URL: no announcement
     StudyReconciler(engine, FakeDispatcher(), settings=settings).tick()

@@ -1,4 +1,5 @@
-"""Closing an ended study's MLflow runs, against a real MLflow tracking store (SQLite, no server)."""
+"""Closing an ended study's MLflow runs, and marking a deleted study's, against a real MLflow tracking store
+(SQLite, no server)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,38 @@ def test_only_ended_studies_have_a_closing_status():
     assert closing_status("cancelled", parent=False) == "KILLED"
     with pytest.raises(ValueError, match="not ended"):
         closing_status("running", parent=True)
+
+
+# ------------------------------------------------------------------------------- a deleted study's runs
+
+
+def test_a_deleted_studys_parent_run_is_tagged_and_every_run_is_kept(tracking_uri, study):
+    client, study_id, experiment_id, runs = study
+    marked = StudyRuns(tracking_uri).mark_deleted(
+        study_id=study_id, experiment_id=experiment_id, parent_run_id=runs["parent"]
+    )
+    assert marked == runs["parent"]
+    assert client.get_run(runs["parent"]).data.tags["normlab.deleted"] == "true"
+    assert "normlab.deleted" not in client.get_run(runs["cut"]).data.tags  # only the parent is marked
+    assert {client.get_run(r).info.lifecycle_stage for r in runs.values()} == {"active"}  # nothing deleted
+
+
+def test_a_parent_run_the_store_never_recorded_is_found_by_its_tags(tracking_uri, study):
+    client, study_id, experiment_id, runs = study
+    marked = StudyRuns(tracking_uri).mark_deleted(
+        study_id=study_id, experiment_id=experiment_id, parent_run_id=None
+    )
+    assert marked == runs["parent"]
+    assert client.get_run(runs["parent"]).data.tags["normlab.deleted"] == "true"
+
+
+def test_a_study_that_never_reached_mlflow_has_nothing_to_mark(tracking_uri):
+    assert StudyRuns(tracking_uri).mark_deleted(study_id="x", experiment_id=None, parent_run_id=None) is None
+
+
+def test_marking_on_an_unreachable_server_is_reported_at_once():
+    runs = StudyRuns(f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    with pytest.raises(MlflowUnavailableError):
+        runs.mark_deleted(study_id="x", experiment_id="1", parent_run_id="r")
+    assert time.monotonic() - started < 10

@@ -31,11 +31,12 @@ def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url
         "study_looks",
         "study_submit_failures",
         "study_notifications",
+        "study_tags",
         "trials",
         "trial_epochs",
         "alembic_version",
     } <= tables
-    assert revision == "0007"
+    assert revision == "0008"
 
 
 def test_upgrading_twice_is_harmless(database_url):
