@@ -54,3 +54,49 @@ def test_the_sequential_example_decides_one_comparison_at_the_first_look_and_run
     assert "sequential.json" in artifacts
     z_history = client.get_metric_history(parent.info.run_id, f"sequential/{still_open[0]}/z")
     assert [m.step for m in z_history] == list(range(1, len(z_history) + 1)) and len(z_history) >= 2
+
+
+def test_a_sequential_grid_gives_later_seeds_only_to_the_points_of_an_open_pair(running_service):
+    # Two learning rates of FrozenLN as grid points, one far too small to train in 3 epochs: the pair is
+    # decided at the first look. DyT, in no pair, trains the first look's seeds only.
+    fast, slow = "frozen_ln [lr=0.004]", "frozen_ln [lr=1e-06]"
+    spec = {
+        "name": "sequential-grid",
+        "dataset": "digits",
+        "kind": "grid",
+        "model": "vit_lite_tiny",
+        "methods": ["frozen_ln", "dyt"],
+        "search": {"weight_decay": 0.03},
+        "method_search": {
+            "frozen_ln": {"lr": {"type": "grid", "values": [0.004, 1e-6]}},
+            "dyt": {"lr": 0.004},
+        },
+        "sequential": {
+            "test": "superiority",
+            "effect": 0.03,
+            "first_seeds": 3,
+            "seeds_per_look": 2,
+            "max_seeds": 5,
+            "spending": "pocock",
+            "pairs": [[slow, fast]],
+        },
+        "budget": {"epochs": 3, "batch_size": 64, "warmup_epochs": 0},
+        "resources": {"cpu": 1, "gpu": 0},
+        "max_failures": 1,
+    }
+    study = _run_to_end(running_service, spec)
+    assert study["status"] == "succeeded", study.get("error")
+    with session_scope(make_engine(running_service.database_url)) as session:
+        looks = study_looks(session, study["id"])
+    assert len(looks) == 1 and looks[0].decisions == {f"{slow} vs {fast}": "efficacy"}
+    grid = [t for t in _trials(running_service, study["id"]) if t.phase == "grid"]
+    seeds: dict[tuple[str, str | None], list[int]] = {}
+    for trial in grid:
+        seeds.setdefault((trial.method, trial.group), []).append(trial.seed)
+    seeds = {arm: sorted(s) for arm, s in seeds.items()}
+    assert seeds == {
+        ("frozen_ln", "lr=0.004"): [0, 1, 2],
+        ("frozen_ln", "lr=1e-06"): [0, 1, 2],
+        ("dyt", "base"): [0, 1, 2],
+    }
+    assert len(grid) < 3 * spec["sequential"]["max_seeds"]  # the fixed design's every point on 5 seeds

@@ -454,7 +454,9 @@ def _run_sequential_grid(
             for point in spec.grid_points(m)
         },
         finals=finals,
-        metric=f"test_{metric.name}",
+        # What every trial reports each epoch (Tune checks a searcher's metric in every result); the looks
+        # read the test metric of each trial's last result themselves.
+        metric="objective",
         mode=metric.mode,
     )
     name = GRID_PHASE
