@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studies.catalog import PAPERS, SIZES, claim_ids, get_claim, spec_path, study_claim
+from studies.catalog import PAPERS, claim_ids, get_claim, spec_path, study_claim
 from studies.catalog.fingerprint import check_code_hash, claim_fingerprint, staleness
 
 __all__ = [
     "DEFAULT_REPORTS_DIR",
     "NOT_RUN",
     "NO_STUDY",
+    "PIPELINE_TIER",
+    "SHOWN_TIERS",
     "TIER_FOLDERS",
     "ClaimVerdicts",
     "TierVerdict",
@@ -38,6 +40,13 @@ DEFAULT_REPORTS_DIR = Path(__file__).resolve().parents[2] / "reports"
 TIER_FOLDERS: dict[str, str] = {"smoke": "smoke", "cpu": ".", "paper": "paper"}
 NOT_RUN = "not run"
 NO_STUDY = "no study"
+# The size whose reports check the pipeline only: too small to carry any scientific weight, so its
+# verdicts are shown as pipeline checks, never as verdicts.
+PIPELINE_TIER = "smoke"
+# The sizes whose verdicts count, the one that counts most first (the papers' own sizes, then cpu).
+COUNTING_TIERS: tuple[str, ...] = ("paper", "cpu")
+# The columns in the order a reader needs them: the sizes that count, then the pipeline check.
+SHOWN_TIERS: tuple[str, ...] = ("cpu", "paper", PIPELINE_TIER)
 
 
 @dataclass(frozen=True)
@@ -54,14 +63,35 @@ class TierVerdict:
     ran_on: str | None = None
 
     @property
+    def has_report(self) -> bool:
+        return self.verdict not in (NOT_RUN, NO_STUDY)
+
+    @property
+    def is_pipeline_check(self) -> bool:
+        """A report of the pipeline-check size: it says the pipeline ran, not what the claim is."""
+        return self.tier == PIPELINE_TIER and self.has_report
+
+    @property
     def badge(self) -> str:
         """The verdict as its badge reads: with the stand-in it was reached on, e.g. "contradicted on
-        digits_c (stand-in)"."""
+        digits_c (stand-in)"; a pipeline check's reads as one."""
+        if self.is_pipeline_check:
+            return "pipeline check: ran"
         return f"{self.verdict} on {self.ran_on} (stand-in)" if self.ran_on else self.verdict
+
+    @property
+    def title(self) -> str | None:
+        """The badge's hover text: why not tested, or what a pipeline check's report said and why it
+        does not count."""
+        if self.is_pipeline_check:
+            return f"{PIPELINE_TIER} size, no scientific weight: its report said {self.verdict}"
+        return self.reason
 
     @property
     def css(self) -> str:
         """The verdict's colour class, as the report pages name them (`not tested` -> `not-tested`)."""
+        if self.is_pipeline_check:
+            return "pipeline"
         return {NOT_RUN: "none", NO_STUDY: "not-tested"}.get(self.verdict, self.verdict.replace(" ", "-"))
 
 
@@ -72,7 +102,14 @@ class ClaimVerdicts:
     paper: str
     statement: str
     shares_study_with: str | None
-    verdicts: tuple[TierVerdict, ...]  # in SIZES order
+    verdicts: tuple[TierVerdict, ...]  # in SHOWN_TIERS order
+
+    @property
+    def counting(self) -> TierVerdict | None:
+        """The verdict that counts: the largest size with a report (paper, then cpu); never a pipeline
+        check. None where no counting size has one."""
+        by_tier = {v.tier: v for v in self.verdicts}
+        return next((by_tier[t] for t in COUNTING_TIERS if t in by_tier and by_tier[t].has_report), None)
 
 
 def catalog_verdicts(reports_dir: Path) -> list[ClaimVerdicts]:
@@ -88,7 +125,9 @@ def catalog_verdicts(reports_dir: Path) -> list[ClaimVerdicts]:
                 paper=PAPERS[claim.paper],
                 statement=claim.statement,
                 shares_study_with=claim.shares_study_with,
-                verdicts=tuple(_tier_verdict(reports_dir, claim_id, tier, check_code) for tier in SIZES),
+                verdicts=tuple(
+                    _tier_verdict(reports_dir, claim_id, tier, check_code) for tier in SHOWN_TIERS
+                ),
             )
         )
     return rows

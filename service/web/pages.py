@@ -31,14 +31,13 @@ from service.api.results import ResultsSelection, choose_results, results_table
 from service.api.routes.plans import cluster_of
 from service.api.routes.text import NamedText, StorableText
 from service.settings import Settings
-from service.web.catalog import DEFAULT_REPORTS_DIR, catalog_verdicts, stored_report
+from service.web.catalog import DEFAULT_REPORTS_DIR, SHOWN_TIERS, catalog_verdicts, stored_report
 from service.web.compare import CompareSide, compared_table, spec_differences
 from service.web.negotiation import HtmlRoute
 from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
 from service.web.search import StudySearch, read_search
 from service.web.views import StudyPage, study_card, study_page
-from studies.catalog import SIZES
 from studies.planning import History, read_history
 from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
 from studies.store import (
@@ -146,7 +145,7 @@ async def study_sections(
 @_pages.get("/catalog", name="catalog_page")
 async def catalog_page(request: Request, reports: ReportsDirDep) -> Response:
     claims = await run_in_threadpool(catalog_verdicts, reports)  # reads a report file per claim and tier
-    return render(request, "catalog.html", {"claims": claims, "tiers": SIZES})
+    return render(request, "catalog.html", {"claims": claims, "tiers": SHOWN_TIERS})
 
 
 @_pages.get("/catalog/reports/{tier}/{claim_id}", name="catalog_report")

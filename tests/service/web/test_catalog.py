@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from service.settings import Settings
-from service.web.catalog import DEFAULT_REPORTS_DIR, NO_STUDY, NOT_RUN, catalog_verdicts
-from studies.catalog import SIZES, claim_ids, get_claim, spec_path
+from service.web.catalog import DEFAULT_REPORTS_DIR, NO_STUDY, NOT_RUN, SHOWN_TIERS, catalog_verdicts
+from studies.catalog import claim_ids, get_claim, spec_path
 from studies.catalog.fingerprint import claim_fingerprint
 
 HTML = {"Accept": "text/html"}
@@ -60,7 +60,7 @@ def test_every_claim_has_a_verdict_per_size_not_run_where_no_report_was_written(
     rows = catalog_verdicts(tmp_path)
     assert [row.id for row in rows] == list(claim_ids())
     for row in rows:
-        assert [v.tier for v in row.verdicts] == list(SIZES)
+        assert [v.tier for v in row.verdicts] == list(SHOWN_TIERS)  # the sizes that count first
         assert {v.verdict for v in row.verdicts} <= {NOT_RUN, NO_STUDY}
 
 
@@ -75,25 +75,38 @@ def test_the_verdicts_come_from_each_sizes_folder(tmp_path):
     _report(tmp_path, CLAIM, "supported")  # cpu: the folder itself
     _report(tmp_path / "smoke", CLAIM, "not tested", reason="reference did not converge")
     row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
-    smoke, cpu, paper = row.verdicts
+    cpu, paper, smoke = row.verdicts
     assert (cpu.verdict, cpu.study_id, cpu.report_url) == (
         "supported",
         "abc123",
         f"/catalog/reports/cpu/{CLAIM}",
     )
-    assert (smoke.verdict, smoke.reason, smoke.css) == (
-        "not tested",
-        "reference did not converge",
-        "not-tested",
-    )
+    assert (smoke.verdict, smoke.reason) == ("not tested", "reference did not converge")
     assert paper.verdict == NOT_RUN
+    assert row.counting is cpu  # paper has no report: the cpu verdict is the one that counts
+
+
+def test_a_smoke_report_is_shown_as_a_pipeline_check_and_never_counts(tmp_path):
+    _report(tmp_path / "smoke", CLAIM, "contradicted")
+    row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
+    smoke = row.verdicts[-1]
+    assert (smoke.badge, smoke.css) == ("pipeline check: ran", "pipeline")
+    assert smoke.title == "smoke size, no scientific weight: its report said contradicted"
+    assert row.counting is None  # no cpu or paper report: no verdict yet
+
+
+def test_the_paper_sizes_verdict_counts_over_the_cpu_sizes(tmp_path):
+    _report(tmp_path, CLAIM, "inconclusive")
+    _report(tmp_path / "paper", CLAIM, "supported")
+    row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
+    assert (row.counting.tier, row.counting.verdict) == ("paper", "supported")
 
 
 def test_a_report_left_from_a_study_the_catalog_no_longer_has_is_no_verdict(tmp_path):
     """As in the index: the catalog's reason stands, not the verdict of a study it dropped."""
     _report(tmp_path, NO_CPU_STUDY, "inconclusive")
     row = next(r for r in catalog_verdicts(tmp_path) if r.id == NO_CPU_STUDY)
-    assert (row.verdicts[1].verdict, row.verdicts[1].reason) == (
+    assert (row.verdicts[0].verdict, row.verdicts[0].reason) == (
         NO_STUDY,
         get_claim(NO_CPU_STUDY).no_spec["cpu"],
     )
@@ -102,7 +115,7 @@ def test_a_report_left_from_a_study_the_catalog_no_longer_has_is_no_verdict(tmp_
 def test_an_unreadable_report_counts_as_not_run(tmp_path):
     (tmp_path / f"{CLAIM}.json").write_text("{ half written", encoding="utf-8")
     row = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM)
-    assert row.verdicts[1].verdict == NOT_RUN
+    assert row.verdicts[0].verdict == NOT_RUN
 
 
 def _current(claim: str, tier: str) -> dict:
@@ -112,7 +125,7 @@ def _current(claim: str, tier: str) -> dict:
 def test_a_report_with_this_trees_fingerprint_is_current_and_one_without_is_stale(tmp_path):
     _report(tmp_path, CLAIM, "supported", fingerprint=_current(CLAIM, "cpu"))
     _report(tmp_path / "smoke", CLAIM, "supported")  # written before reports recorded fingerprints
-    smoke, cpu, paper = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts
+    cpu, paper, smoke = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts
     assert cpu.stale is None
     assert smoke.stale == "no fingerprint: predates fingerprinting"
     assert paper.stale is None  # not run: no report to be stale
@@ -121,7 +134,7 @@ def test_a_report_with_this_trees_fingerprint_is_current_and_one_without_is_stal
 def test_a_report_judged_with_another_spec_is_stale_and_says_so(tmp_path):
     recorded = _current(CLAIM, "cpu") | {"spec": "0" * 64}
     _report(tmp_path, CLAIM, "supported", fingerprint=recorded)
-    cpu = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts[1]
+    cpu = next(r for r in catalog_verdicts(tmp_path) if r.id == CLAIM).verdicts[0]
     assert (cpu.verdict, cpu.stale) == ("supported", "spec changed")
 
 
