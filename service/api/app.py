@@ -16,6 +16,7 @@ from service.api.body_timeout import BodyTimeoutMiddleware
 from service.api.errors import install_error_handlers
 from service.api.host_check import AllowedHosts, HostCheckMiddleware
 from service.api.routes import health_router, reports_router, results_router, studies_router
+from service.api.routes.compare import router as compare_router
 from service.api.routes.plans import router as plans_router
 from service.auth import ensure_api_token
 from service.orchestration.ports import Dispatcher
@@ -83,6 +84,7 @@ def create_app(
     app.include_router(results_router)
     app.include_router(reports_router)
     app.include_router(plans_router)
+    app.include_router(compare_router)
     _document_spec_schema(app)
     return app
 

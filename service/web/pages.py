@@ -20,9 +20,11 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from sqlalchemy.orm import Session
 
+from service.api.compare import compare_studies
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import NoResultsError
 from service.api.load_shedding import DatabaseGate
@@ -157,16 +159,21 @@ async def catalog_report(request: Request, tier: str, claim_id: str, reports: Re
     return FileResponse(path, media_type="text/html; charset=utf-8")
 
 
-@_pages.get("/compare", name="compare_page")
+@_negotiated.get("/compare", name="compare_page")  # JSON: service.api.routes.compare
 async def compare_page(request: Request, a: NamedText, b: NamedText, database: DatabaseDep) -> Response:
     """Two studies side by side: what their specs set differently and each one's own results table."""
     try:
         studies, selections = await database.read(partial(_compare_data, ids=(a, b)))
+        compared = await database.read(partial(compare_studies, ids=(a, b)))
     except StudyNotFoundError as exc:
         return _not_found(request, str(exc))
+    except RequestValidationError as exc:  # the same study twice, or studies of two datasets
+        message = "; ".join(str(e.get("msg")) for e in exc.errors())
+        return render(request, "not_found.html", {"message": message}, status_code=422)
     sides = await run_in_threadpool(partial(_compare_sides, studies, selections))
     differences = spec_differences(studies[0].spec, studies[1].spec)
-    return render(request, "compare.html", {"sides": sides, "differences": differences})
+    context = {"sides": sides, "differences": differences, "paired": compared.studies[1].paired}
+    return render(request, "compare.html", {**context, "metric": compared.metric})
 
 
 def _compare_data(

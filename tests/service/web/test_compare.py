@@ -22,7 +22,7 @@ def test_spec_differences_are_dotted_settings_with_both_values_and_ignore_the_na
     assert found == [("budget.epochs", "3", "5"), ("seeds", "–", "[0]")]
 
 
-def _study(client, engine, *, epochs: int, base: float) -> str:
+def _study(client, engine, *, epochs: int, base: float, slope: float = 0.01) -> str:
     spec = digits_spec(
         name=f"epochs-{epochs}", seeds=[0, 1, 2], kind="grid", search={"lr": 0.005}, epochs=epochs
     )
@@ -30,7 +30,7 @@ def _study(client, engine, *, epochs: int, base: float) -> str:
     start(engine, study_id)
     for method in spec["methods"]:
         for seed in spec["seeds"]:
-            record(engine, study_id, method, seed, epochs={1: base + 0.01 * seed}, finished=True)
+            record(engine, study_id, method, seed, epochs={1: base + slope * seed}, finished=True)
     return study_id
 
 
@@ -55,3 +55,34 @@ def test_an_unknown_study_is_a_not_found_page(client, app_engine):
     short = _study(client, app_engine, epochs=3, base=0.80)
     page = client.get("/compare", params={"a": short, "b": "0" * 32}, headers=HTML)
     assert page.status_code == 404 and "0" * 32 in page.text
+
+
+def test_the_compare_page_gives_each_shared_rows_difference_paired_by_seed(client, app_engine):
+    short = _study(client, app_engine, epochs=3, base=0.80)
+    longer = _study(client, app_engine, epochs=5, base=0.90, slope=0.02)  # +0.10, +0.11, +0.12 by seed
+    page = client.get("/compare", params={"a": short, "b": longer}, headers=HTML)
+    paired = page.text.split('id="paired-between"', 1)[1].split("</table>", 1)[0]
+    row = paired.split('<tr data-row="frozen_ln">', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="number">3</td>' in row and "+0.11" in row  # three seeds, mean difference 0.11
+
+
+def test_the_compare_endpoint_pairs_every_later_study_with_the_first(client, app_engine):
+    short = _study(client, app_engine, epochs=3, base=0.80)
+    longer = _study(client, app_engine, epochs=5, base=0.90, slope=0.02)
+    body = client.get("/compare", params={"study": [short, longer]}).json()
+    assert body["against"] == short and body["metric"] == "test_accuracy"
+    first, second = body["studies"]
+    assert first["paired"] == [] and first["spec_differences"] == []
+    assert {"key": "budget.epochs", "a": "3", "b": "5"} in second["spec_differences"]
+    rows = {r["row"]: r for r in second["paired"]}
+    assert set(rows) == set(digits_spec()["methods"])
+    for row in rows.values():
+        assert row["seeds"] == 3 and abs(row["difference"] - 0.11) < 1e-9
+        assert row["low"] < 0.11 < row["high"] and row["p_adjusted"] is not None
+
+
+def test_comparing_fewer_than_two_studies_is_a_422_at_study(client, app_engine):
+    short = _study(client, app_engine, epochs=3, base=0.80)
+    response = client.get("/compare", params={"study": [short]})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "study"]
