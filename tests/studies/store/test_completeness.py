@@ -60,6 +60,32 @@ def test_a_sequential_study_plans_the_seeds_its_looks_gave_each_arm():
     assert not any(p.seed == 3 for p in planned)
 
 
+def test_a_sequential_grid_plans_the_seeds_its_looks_gave_each_point():
+    data = {k: v for k, v in digits_spec(methods=["frozen_ln", "dyt"]).items() if k != "seeds"}
+    low, high = "frozen_ln [skip_scale=0.5]", "frozen_ln [skip_scale=1.0]"
+    spec = StudySpec.model_validate(
+        {
+            **data,
+            "kind": "grid",
+            "method_search": {"frozen_ln": {"skip_scale": {"type": "grid", "values": [0.5, 1.0]}}},
+            "sequential": {
+                "first_seeds": 2,
+                "seeds_per_look": 1,
+                "max_seeds": 3,
+                "effect": 0.02,
+                "pairs": [[low, high]],
+            },
+        }
+    )
+    # Look 1 left the pair open: both of its points take seed 2; dyt, in no pair, only the first look's.
+    planned = planned_result_trials(spec, [_look(1, [low, high]), _look(2, [])])
+    assert sorted((p.method, p.group, p.seed) for p in planned if p.seed == 2) == [
+        ("frozen_ln", "skip_scale=0.5", 2),
+        ("frozen_ln", "skip_scale=1.0", 2),
+    ]
+    assert [(p.phase, p.seed) for p in planned if p.method == "dyt"] == [("grid", 0), ("grid", 1)]
+
+
 def test_a_study_marked_succeeded_with_final_trials_missing_is_incomplete_and_says_which(engine):
     study = add_study(engine, FIXED)
     start_study(engine, study.id)
