@@ -16,6 +16,7 @@ import yaml
 from markupsafe import Markup
 
 from service.api.mlflow_links import mlflow_ui_url
+from service.api.routes.schemas import study_phase
 from service.web.plan_view import PlanBeside
 from studies.spec import DATASET_METRICS
 from studies.store import TERMINAL_STATUSES, AttemptView, StudyStatus, StudyView, SubmitFailureView, TrialView
@@ -68,6 +69,9 @@ class StudyCard:
     running: int
     percent: int  # done / planned, 0..100
     seconds_left: float | None  # at the pace so far (studies.store StudyView.seconds_left)
+    # What it does now, printed beside the time left: "tuning", "final seeds", "grid", "look 2 of 5"; None
+    # unless it runs (the JSON API's `phase`, which the page's script prints as it polls).
+    phase: str | None
     page_url: str
     report_url: str
     results_url: str | None  # None until the study has final-phase or grid trials (the table 404s before)
@@ -202,9 +206,15 @@ def results_url(dataset: str, study_id: str) -> str:
 
 
 def study_card(
-    study: StudyView, *, mlflow_tracking_uri: str | None, ray_dashboard_url: str, has_results: bool
+    study: StudyView,
+    *,
+    mlflow_tracking_uri: str | None,
+    ray_dashboard_url: str,
+    has_results: bool,
+    sequential: SequentialSummary | None = None,
 ) -> StudyCard:
-    """`has_results`: whether /results has a table for the study (it has final-phase or grid trials)."""
+    """`has_results`: whether /results has a table for the study (it has final-phase or grid trials);
+    `sequential`: its sequential summary, where read, for the look its phase names (as GET /studies/{id})."""
     progress = study.progress
     experiment = study.mlflow_experiment_id
     page_url = f"/studies/{quote(study.id, safe='')}"
@@ -227,6 +237,7 @@ def study_card(
         running=progress.running,
         percent=round(100 * progress.fraction),
         seconds_left=study.seconds_left,
+        phase=study_phase(study, sequential),
         page_url=page_url,
         report_url=f"{page_url}/report?format=html",
         results_url=results_url(study.dataset, study.id) if has_results else None,
@@ -262,6 +273,7 @@ def study_page(
             mlflow_tracking_uri=mlflow_tracking_uri,
             ray_dashboard_url=ray_dashboard_url,
             has_results=has_results,
+            sequential=sequential,
         ),
         spec_yaml=yaml.safe_dump(dict(study.spec), sort_keys=False),
         attempts=tuple(_attempt_row(a, ray_dashboard_url) for a in study.attempts),

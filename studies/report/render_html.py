@@ -56,6 +56,20 @@ figure svg { max-width: 100%; height: auto; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dt { font-weight: 600; } dd { margin: 0; }
 pre { background: #f6f8fa; padding: 0.8rem; overflow-x: auto; font-size: 0.8rem; }
+/* A wide table breaks its cells into lines, only where it has no room for them on one (a table that fits
+   keeps its one-line cells); what still does not fit scrolls inside its own box, never the page. */
+th, td { white-space: normal; }
+div.scroll { overflow-x: auto; max-width: 100%; }
+/* A phone (390 px): narrower margins and cells; long names and ids wrap. */
+@media (max-width: 40rem) {
+  body { margin: 0.75rem; }
+  h1 { font-size: 1.2rem; }
+  h1, h2, p, li, dd, blockquote, summary, figcaption { overflow-wrap: anywhere; }
+  dl { grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: 0.2rem 0.6rem; }
+  table { font-size: 0.8rem; }
+  th, td { padding: 0.25rem 0.35rem; }
+  :not(.scroll) > table { display: block; overflow-x: auto; max-width: 100%; }  /* the tuning section's */
+}
 """
 
 
@@ -68,7 +82,8 @@ def _table(headers: list[str], rows: list[list[str]], verdict_column: int | None
             css = f' class="{escape(text.replace(" ", "-"))}"' if i == verdict_column else ""
             cells.append(f"<td{css}>{escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'  # a wide table scrolls inside this box, not the page
 
 
 def _linked(text: str, url: str | None) -> str:

@@ -96,7 +96,26 @@ figure.evidence svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem; border-radius: 0.25rem; }
 section.completeness li.incomplete { background: #fff8c5; color: #7d4e00; padding: 0.1rem 0.4rem; }
 #every-column:not(:checked) ~ table .more { display: none; }
+#every-column:not(:checked) ~ .scroll .more { display: none; }
 label.columns { color: #57606a; font-size: 0.9rem; }
+/* Headers, method names and verdicts break into lines only where the table has no room for them on one:
+   a table that fits keeps its one-line cells. */
+th, td.label, td.verdict { white-space: normal; }
+/* Narrower than a desk's window the table scrolls inside its own box, never the page (at 1280 px and more
+   the box clips nothing, so the header row stays sticky). */
+@media (max-width: 1279px) {
+  div.scroll { overflow-x: auto; max-width: 100%; }
+}
+/* A phone (390 px): narrower margins and cells; long names and ids wrap. */
+@media (max-width: 40rem) {
+  body { margin: 0.75rem; }
+  h1 { font-size: 1.15rem; }
+  h1, h2, p, li, summary, figcaption { overflow-wrap: anywhere; }
+  table { font-size: 0.8rem; }
+  th, td { padding: 0.25rem 0.35rem; }
+  td.label { min-width: 5rem; overflow-wrap: anywhere; }
+  :not(.scroll) > table { display: block; overflow-x: auto; max-width: 100%; }  /* the tuning section's */
+}
 """
 
 
@@ -176,12 +195,14 @@ def to_html(
 </figure>
 <input type="checkbox" id="every-column"> <label class="columns" for="every-column">every column (BCa interval,
 test, raw p, effect size, P(improve), MDE)</label>
+<div class="scroll">
 <table>
 <thead><tr>{head_cells}</tr></thead>
 <tbody>
 {chr(10).join(body_rows)}
 </tbody>
 </table>
+</div>
 {_sequential_section(table, fmt)}{_evidence_section(evidence)}
 {_tuning_section(tuning)}
 <h2>Per-seed values, warnings and provenance</h2>

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from service.api.mlflow_links import mlflow_ui_url
-from studies.store import AttemptView, DeletedStudy, StudyView, SubmitFailureView, TrialView
+from studies.spec import StudySpec
+from studies.store import AttemptView, DeletedStudy, StudyStatus, StudyView, SubmitFailureView, TrialView
 from studies.tables.sequential import SequentialSummary
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "TrialEpochOut",
     "TrialHistoryOut",
     "TrialOut",
+    "study_phase",
 ]
 
 
@@ -116,6 +118,9 @@ class StudyOut(BaseModel):
     # Seconds to the study's end at the pace so far (time since start per finished trial); null before a
     # trial finished and once it ended. Rough: tuning trials that ASHA stops early run faster than finals.
     seconds_left: float | None = None
+    # What a running study does now (study_phase): "tuning", "final seeds", "grid", or a sequential design's
+    # "look 2 of 5"; null unless it runs. GET /studies says no look (it reads none): "final seeds" or "grid".
+    phase: str | None = None
     links: StudyLinks
     spec: dict[str, Any]  # the validated spec, defaults filled in
     tags: list[str] = []  # in alphabetical order; PUT /studies/{id}/tags sets them
@@ -135,8 +140,8 @@ class StudyOut(BaseModel):
         mlflow_tracking_uri: str | None,
         sequential: SequentialSummary | None = None,
     ) -> StudyOut:
-        # Every field but the links and the sequential summary (read from the study's looks, beside the
-        # view) is the view's attribute of the same name (progress and attempts too).
+        # Every field but the links, the phase and the sequential summary (read from the study's looks,
+        # beside the view) is the view's attribute of the same name (progress and attempts too).
         experiment = study.mlflow_experiment_id
         links = StudyLinks(
             self=f"/studies/{study.id}",
@@ -147,9 +152,40 @@ class StudyOut(BaseModel):
             else None,
         )
         fields = {
-            name: getattr(study, name) for name in cls.model_fields if name not in ("links", "sequential")
+            name: getattr(study, name)
+            for name in cls.model_fields
+            if name not in ("links", "phase", "sequential")
         }
-        return cls.model_validate({**fields, "links": links, "sequential": sequential}, from_attributes=True)
+        phase = study_phase(study, sequential)
+        return cls.model_validate(
+            {**fields, "links": links, "phase": phase, "sequential": sequential}, from_attributes=True
+        )
+
+
+def study_phase(study: StudyView, sequential: SequentialSummary | None = None) -> str | None:
+    """What a running study does now, in the words its page prints beside the time left: "tuning" (phase
+    1 of a compare study), "final seeds" (phase 2), "grid", or, with its sequential summary, the look its
+    seeds train for: "look 2 of 5". None unless it runs (its status says the rest).
+
+    Read from the counts at hand (the listing reads no trials): a compare study with fewer trials done than
+    it tunes is still tuning, whatever else ran. Past that count it reads "final seeds", a little early
+    where a method still tunes while another's final seeds ran (each method's start once its own tuning
+    ended, workers.driver.method_search)."""
+    if study.status != StudyStatus.RUNNING:
+        return None
+    try:
+        planned = StudySpec.model_validate(study.spec).planned_trials_by_phase()
+    except ValueError:  # a spec stored by an older release that no longer validates: its kind alone
+        planned = {}
+    if study.progress.done < planned.get("tune", 0):
+        return "tuning"
+    if sequential is not None and sequential["planned_looks"]:
+        looks = len(sequential["planned_looks"])
+        taken = len(sequential["looks"])
+        # Once every comparison is decided no look follows: the last one taken is where it stands.
+        current = taken if sequential["decided"] else min(taken + 1, looks)
+        return f"look {max(current, 1)} of {looks}"
+    return "grid" if study.kind == "grid" else "final seeds"
 
 
 class StudyDeletedOut(BaseModel):
