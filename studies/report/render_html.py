@@ -194,6 +194,7 @@ def to_html(report: StudyReportData) -> str:
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{escape(report_title(report))}</title>
 <style>{_CSS}</style>
 </head>

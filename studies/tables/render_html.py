@@ -177,6 +177,7 @@ def to_html(
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{escape(title)} results</title>
 <style>{_CSS}
 .legend span.better {{ background: #dafbe1; color: #116329; }}
