@@ -14,18 +14,16 @@ a claim beside a design).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from studies.claims.looks_outcome import SequentialComparison, looks_comparison, reversed_comparison
 from studies.claims.trials import describe_selector, same_value
 from studies.stats import Comparison
 
-if TYPE_CHECKING:
-    from studies.spec import StudySpec
-
 __all__ = [
     "SequentialComparison",
+    "SequentialStudy",
     "as_comparison",
     "holm_adjusted",
     "looks_comparison",
@@ -35,62 +33,6 @@ __all__ = [
 ]
 
 GROUP_SEQUENTIAL_T = "group-sequential paired t"
-
-
-@dataclass(frozen=True)
-class SequentialComparison:
-    """One comparison with the reference as the looks left it, in metric units (method - reference)."""
-
-    method: str
-    decision: str  # a key of studies.sequential.DECISIONS
-    decision_text: str
-    seeds: int  # paired seeds at its last look
-    look: int | None  # the look its numbers come from; None before it had one
-    estimate: float | None
-    interval_low: float | None  # repeated confidence interval at `tested_at_level`
-    interval_high: float | None
-    interval_level: float | None  # its coverage
-    p_value: float | None  # stage-wise ordering; None while open
-    tested_at_level: float | None  # Holm's level at its last look
-    alpha: float  # the design's family-wise alpha
-    # What `method` names: the comparison, "a vs b" for one of the design's pairs; the arms it compared are
-    # `arm` (the method, or a grid point's row) and `reference` ("": the study's reference).
-    arm: str = ""
-    reference: str = ""
-    # Whether the comparison read the other way round is the same test: superiority (two-sided) and
-    # equivalence are; non-inferiority of a against b says nothing of b against a.
-    symmetric: bool = True
-
-    def compares(self, method: str, against: str, *, study_reference: str) -> bool:
-        return (self.arm or self.method, self.reference or study_reference) == (method, against)
-
-
-def reversed_comparison(outcome: SequentialComparison) -> SequentialComparison:
-    """The same comparison read the other way round: the difference and its interval change sign."""
-    low, high = outcome.interval_low, outcome.interval_high
-    return dataclasses.replace(
-        outcome,
-        arm=outcome.reference,
-        reference=outcome.arm or outcome.method,
-        estimate=None if outcome.estimate is None else -outcome.estimate,
-        interval_low=None if high is None else -high,
-        interval_high=None if low is None else -low,
-    )
-
-
-def looks_comparison(
-    outcomes: Mapping[str, SequentialComparison], method: str, against: str, *, study_reference: str
-) -> SequentialComparison | None:
-    """The looks' comparison of arm `method` with arm `against` (an arm is a method, or a grid point as its
-    results row names it): one they made, or one of the design's pairs made the other way round where the
-    test reads the same both ways (turned round); None where the looks never compared the two."""
-    for outcome in outcomes.values():
-        if outcome.compares(method, against, study_reference=study_reference):
-            return outcome
-    for outcome in outcomes.values():
-        if outcome.symmetric and outcome.compares(against, method, study_reference=study_reference):
-            return reversed_comparison(outcome)
-    return None
 
 
 def as_comparison(fixed: Comparison, outcome: SequentialComparison) -> Comparison:
@@ -131,7 +73,29 @@ def sequential_note(outcome: SequentialComparison) -> str:
     return f"sequential design: {outcome.decision_text}{where} with {outcome.seeds} paired seeds{level}"
 
 
-def sequential_problem(check: object, spec: StudySpec) -> str | None:
+class SequentialStudy(Protocol):
+    """What `sequential_problem` reads of a study's spec (studies.spec.StudySpec has it; the claims are
+    below the spec, which asks them, so they name no type of it)."""
+
+    kind: str
+    methods: list[str]
+    sequential: Any  # the spec's SequentialDesign: its pairs and test
+
+    @property
+    def reference(self) -> str: ...
+
+    @property
+    def sequential_arms(self) -> list[str]: ...
+
+    @property
+    def sequential_reference(self) -> str | None: ...
+
+    def grid_points(self, method: str) -> Sequence[Any]: ...
+
+    def arm_of(self, method: str, group: str | None) -> str: ...
+
+
+def sequential_problem(check: object, spec: SequentialStudy) -> str | None:
     """Why `spec`'s sequential design cannot answer `check` (None: it can). Its looks compare arms on the
     primary metric (each method with the reference, and the design's pairs): a `difference` or `ordering`
     check of such pairs only, each selector naming one arm."""
@@ -165,7 +129,7 @@ def sequential_problem(check: object, spec: StudySpec) -> str | None:
     return None
 
 
-def _arm(spec: StudySpec, selector: str | Mapping[str, object]) -> str | None:
+def _arm(spec: SequentialStudy, selector: str | Mapping[str, object]) -> str | None:
     """The one arm of `spec` a claim's row selector picks (None: none, or several)."""
     chosen: Mapping[str, object] = {"method": selector} if isinstance(selector, str) else selector
     method = chosen.get("method")

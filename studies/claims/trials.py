@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from studies.records import COMPLETED_STATUSES
 
 if TYPE_CHECKING:
-    from studies.claims.sequential import SequentialComparison
+    from studies.claims.looks_outcome import SequentialComparison
 
 __all__ = [
     "PRIMARY",
