@@ -10,14 +10,22 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 from pydantic import SecretStr
 
 from service.api.body_timeout import BodyTimeoutMiddleware
 from service.api.errors import install_error_handlers
 from service.api.host_check import AllowedHosts, HostCheckMiddleware
-from service.api.routes import health_router, reports_router, results_router, studies_router
+from service.api.routes import (
+    figures_router,
+    health_router,
+    reports_router,
+    results_router,
+    studies_router,
+)
 from service.api.routes.compare import router as compare_router
 from service.api.routes.plans import router as plans_router
+from service.api.routes.study_charts import router as study_charts_router
 from service.auth import ensure_api_token
 from service.orchestration.ports import Dispatcher
 from service.orchestration.study_runs import StudyRuns
@@ -82,8 +90,13 @@ def create_app(
     app.include_router(web_router)
     app.include_router(studies_router)
     app.include_router(results_router)
+    app.include_router(figures_router)
     app.include_router(reports_router)
     app.include_router(plans_router)
+    app.include_router(study_charts_router)
+    # The pages' scripts and the chart library they draw with, served from the package: no page loads
+    # anything from outside the service (it may run where nothing else is reachable).
+    app.mount("/static", StaticFiles(packages=[("service.web", "static")]), name="static")
     app.include_router(compare_router)
     _document_spec_schema(app)
     return app

@@ -41,6 +41,7 @@ from studies.store import (
     TrialKeyConflictError,
 )
 from studies.store.engine import DatabaseCorruptError
+from studies.tables.figures import UnknownFigureError
 
 __all__ = [
     "ClusterUnavailableError",
@@ -475,6 +476,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StudyNotFoundError, _message(404))
     app.add_exception_handler(UnknownDatasetError, _message(404))
     app.add_exception_handler(NoResultsError, _message(404))
+    app.add_exception_handler(UnknownFigureError, _message(404))  # the message lists the page's figures
     app.add_exception_handler(InvalidStatusTransitionError, _message(409))
     app.add_exception_handler(TrialKeyConflictError, _message(409))
     app.add_exception_handler(StudyNotDeletableError, _message(409))

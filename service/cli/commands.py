@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from service.auth import read_api_token, read_mlflow_password, read_ray_auth_token
+from service.cli import figure as figure_command
 from service.cli.client import (
     _FORMATS,
     ApiClient,
@@ -330,6 +331,10 @@ def report(
         problem = exc.strerror or str(exc)
         raise _fail(CliError(f"cannot write {output}: {problem}; choose another --output")) from None
     console.print(f"wrote the {format} report of study {study_id} to {output}")
+
+
+# `normlab figure`: a results page's figure as an SVG or PDF file (its own module, service.cli.figure).
+app.command(name="figure")(figure_command.figure)
 
 
 def _write_token(settings: Settings) -> str:

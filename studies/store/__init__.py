@@ -1,12 +1,14 @@
 """Persistence of studies (with their driver attempts and failed submissions), trials, per-epoch trial
-histories, the looks of sequential studies and the tags of studies (SQLAlchemy 2 only: importable by the
-Ray driver without FastAPI). An ended study can be deleted with everything stored about it.
+histories (a study's trials with theirs: what its page's charts draw), the looks of sequential studies and
+the tags of studies (SQLAlchemy 2 only: importable by the Ray driver without FastAPI). An ended study can
+be deleted with everything stored about it.
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
 keyword-only functions below; they return frozen value objects (histories: plain dicts), never ORM rows.
 """
 
 from studies.store._attempts import end_attempt, record_attempt, record_submit_failure
+from studies.store._curves import StudyCurves, TrialCurve, study_curves
 from studies.store._delete import delete_study
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
 from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
@@ -90,6 +92,7 @@ __all__ = [
     "StoreError",
     "Study",
     "StudyAttempt",
+    "StudyCurves",
     "StudyLook",
     "StudyNotDeletableError",
     "StudyNotFoundError",
@@ -100,6 +103,7 @@ __all__ = [
     "StudyView",
     "SubmitFailureView",
     "Trial",
+    "TrialCurve",
     "TrialEpoch",
     "TrialKeyConflictError",
     "TrialNotFoundError",
@@ -134,6 +138,7 @@ __all__ = [
     "set_study_status",
     "set_tags",
     "studies_to_announce",
+    "study_curves",
     "study_histories",
     "study_looks",
     "study_progress",

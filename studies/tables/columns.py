@@ -92,11 +92,27 @@ def table_caption(table: ResultsTableData) -> str:
     direction = "higher is better" if table.higher_is_better else "lower is better"
     stand_in = f"{table.dataset} is a {table.dataset_note.rstrip('.')}. " if table.dataset_note else ""
     return stand_in + (
-        f"{table.dataset}: {table.metric} ({direction}); reference {table.reference}; "
+        f"{table.dataset}: {table.metric} ({direction}); reference {table.reference}; {_seeds_clause(table)}; "
         f"{table.confidence * 100:g} % intervals; {_adjustment_clause(table)}; "
         f"bootstrap: BCa, {table.bootstrap_resamples} resamples, seed fixed; {table.primary_test}"
         f"{_sequential_caption(table)}"
     )
+
+
+def _seeds_clause(table: ResultsTableData) -> str:
+    """How many seeds each row's numbers are over: "5 seeds per row", or what was done of what was planned
+    where rows differ (failed or unfinished seeds; the seeds column says which row has how many)."""
+    done = sorted({row.n for row in table.rows})
+    planned = sorted({row.n_planned for row in table.rows})
+    if not done:
+        return "no seeds"
+    if planned == done and len(done) == 1:
+        return f"{done[0]} seed{'' if done == [1] else 's'} per row"
+    return f"seeds per row: {_span(done)} done of {_span(planned)} planned"
+
+
+def _span(values: list[int]) -> str:
+    return f"{values[0]}" if len(values) == 1 else f"{values[0]} to {values[-1]}"
 
 
 def _adjustment_clause(table: ResultsTableData) -> str:

@@ -13,33 +13,41 @@ and the JSON adds a `sequential` block, {study id: its summary}, for the sequent
 The JSON's `studies` states each shown study's completeness (planned and recorded final or grid trials, the
 missing ones by name, tuning trials per method, a reason), and `passed_over` the newer incomplete studies a
 request without `study` skipped for the newest complete one (studies.store.completeness); the markdown and
-HTML renderings say the same above their table (the table carries it: studies.store.results)."""
+HTML renderings say the same above their table (the table carries it: studies.store.results).
+
+The HTML page gains an export block (service.api.export_links): the table as Markdown and LaTeX, and each
+figure as SVG and PDF from /results/{dataset}/figures (service.api.routes.figures), all with the page's
+own query. The query parameters and the store read are shared with that route
+(service.api.routes.results_query)."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from sqlalchemy.orm import Session
 
 from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
-from service.api.results import (
-    ResultsSelection,
-    choose_results,
-    mlflow_run_links,
-    refuse_mixed_pool,
-    results_table,
-    selection_evidence,
+from service.api.export_links import with_export_links
+from service.api.results import ResultsSelection, mlflow_run_links, results_table
+from service.api.routes.results_query import (
+    AdjustQuery,
+    ConfidenceQuery,
+    MetricQuery,
+    PoolQuery,
+    ReferenceQuery,
+    StudyQuery,
+    read_selection,
+    split_ids,
+    tuning_views,
 )
-from service.api.routes.text import StorableText
-from studies.evidence import Evidence
 
 if TYPE_CHECKING:
+    from studies.evidence import Evidence
     from studies.tuning import TuningTrial
 
 __all__ = ["router"]
@@ -65,48 +73,22 @@ router = APIRouter(prefix="/results", tags=["results"])
 )
 async def read_results(
     dataset: str,
+    request: Request,
     database: DatabaseDep,
     settings: SettingsDep,
     format: Literal["json", "csv", "md", "html", "latex"] = "json",
-    study: Annotated[
-        list[StorableText] | None,
-        Query(
-            description="study id(s), repeat or comma-separate; `all` pools every study; default: the newest"
-        ),
-    ] = None,
-    metric: Annotated[
-        str | None,
-        Query(
-            min_length=1,  # empty names no metric: leave it out for the primary one
-            description="a key of the trials' metrics with a known better direction (e.g. "
-            "test_accuracy_corruption_mean, train_loss); default: the dataset's primary metric",
-        ),
-    ] = None,
-    reference: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            description="reference row: a method of the table, or a row label (`method [grid point]`) where "
-            "the method has several rows; one that picks no single row is a 422 naming the rows; default: "
-            "the study's reference",
-        ),
-    ] = None,
-    confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.95,
-    adjust: Literal["holm", "bh", "none"] = "holm",
-    pool: Annotated[
-        bool,
-        Query(
-            description="pool named studies whose specs differ in more than their seeds (without it that is a "
-            "422 naming the differences: their trials would mix two experiments; /compare shows them side by "
-            "side); `study=all` pools every study of the dataset as asked"
-        ),
-    ] = False,
+    study: StudyQuery = None,
+    metric: MetricQuery = None,
+    reference: ReferenceQuery = None,
+    confidence: ConfidenceQuery = 0.95,
+    adjust: AdjustQuery = "holm",
+    pool: PoolQuery = False,
 ) -> Response:
     chosen, evidence, tuning_trials = await database.read(
         partial(
-            _select,
+            read_selection,
             dataset=dataset,
-            study_ids=_split_ids(study),
+            study_ids=split_ids(study),
             metric=metric,
             confidence=confidence,
             with_evidence=format in ("json", "html"),
@@ -123,30 +105,9 @@ async def read_results(
         confidence=confidence,
         adjust=adjust,
         mlflow_tracking_uri=str(settings.mlflow_ui_url),
+        # The page's export line asks for the table and its figures with the page's own parameters.
+        query=[(key, value) for key, value in request.query_params.multi_items() if key != "format"],
     )
-
-
-def _select(
-    session: Session,
-    *,
-    dataset: str,
-    study_ids: list[str],
-    metric: str | None,
-    confidence: float,
-    with_evidence: bool,
-    pool: bool = False,
-) -> tuple[ResultsSelection, Evidence | None, dict[str, list[TuningTrial]]]:
-    chosen = choose_results(session, dataset=dataset, study_ids=study_ids, metric=metric)
-    if not pool:
-        refuse_mixed_pool(chosen.studies, explicit=study_ids)
-    if not with_evidence:
-        return chosen, None, {}
-    # Imported here, as the renderers are: Optuna loads with the first page that shows tuning, not the API.
-    from studies.store.results_tuning import stored_tuning_trials
-
-    evidence = selection_evidence(session, chosen, confidence=confidence)
-    tuning_trials = {study.id: stored_tuning_trials(session, study) for study in chosen.studies}
-    return chosen, evidence, tuning_trials
 
 
 def _render(
@@ -159,6 +120,7 @@ def _render(
     confidence: float,
     adjust: str,
     mlflow_tracking_uri: str,
+    query: list[tuple[str, str]],
 ) -> Response:
     from studies.tables.render_html import to_html
 
@@ -169,19 +131,16 @@ def _render(
         return PlainTextResponse(table.to_markdown(), media_type="text/markdown")
     if format == "latex":
         return PlainTextResponse(table.to_latex(), media_type="application/x-latex")
-    assert evidence is not None, "json and html show the evidence, so _select read it"
-    # Optuna's evaluators run here, on the trials _select read, with no connection held.
-    from studies.store.results_tuning import tuning_of
-
-    tuning = [
-        views
-        for study in chosen.studies
-        if (views := tuning_of(study, tuning_trials.get(study.id, []), confidence=confidence)) is not None
-    ]
+    assert evidence is not None, "json and html show the evidence, so read_selection read it"
+    tuning = tuning_views(chosen, tuning_trials, confidence=confidence)
     if format == "html":
+        from studies.tables.figures import results_figures
+
         run_links = mlflow_run_links(chosen, mlflow_tracking_uri)
+        page = to_html(table, evidence=evidence, run_links=run_links, tuning=tuning)
+        figures = [figure.name for figure in results_figures(table, evidence, tuning)]
         return HTMLResponse(
-            with_back_link(to_html(table, evidence=evidence, run_links=run_links, tuning=tuning))
+            with_back_link(with_export_links(page, dataset=table.dataset, query=query, figures=figures))
         )
     return JSONResponse(
         {
@@ -194,8 +153,3 @@ def _render(
             "passed_over": [c.to_json() for c in chosen.passed_over],
         }
     )
-
-
-def _split_ids(values: list[str] | None) -> list[str]:
-    """`?study=a&study=b` and `?study=a,b` alike."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
