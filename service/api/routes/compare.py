@@ -26,7 +26,12 @@ router = APIRouter(tags=["compare"])
 )
 async def compare(
     database: DatabaseDep,
-    study: Annotated[list[StorableText], Query(description="a study id; name two or more")],
+    study: Annotated[
+        list[StorableText],
+        Query(
+            description="a study id; name two or more", min_length=2, json_schema_extra={"uniqueItems": True}
+        ),
+    ],
 ) -> dict[str, Any]:
     """Every study after the first against the first: what its spec sets differently, and for each row
     (method or grid point) both ran, its difference on the seeds both ran (paired t, Holm across rows;
