@@ -15,6 +15,13 @@ with the catalog's reason. The index covers the whole catalog: claims run by an 
 the report it left in the output folder (so the catalog can run in batches), and claims not run yet are
 listed as such. `--index-only` rebuilds the index alone.
 
+`--rejudge` trains nothing: for each claim whose report is already in the output folder, it fetches the
+report again for the same study from a server at this revision, so the verdict is judged with this tree's
+check code, catalog entry and convergence level on the trials the study already has (no GPU-hour spent
+again). A report whose study trained another spec than this tree's is left as it is (re-judging would pair
+one spec's verdict with another's trials); each re-judged report keeps the revision its study was trained
+at (`provenance.trained_at_git_revision`).
+
 Each report's JSON records, in its provenance, the fingerprint of what its verdict depends on (the check
 code, the claim's catalog entry and its spec: studies.catalog.fingerprint). The index compares every
 report's fingerprint with this tree's and marks a report whose fingerprint differs, or which has none, as
@@ -93,6 +100,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-existing",
         action="store_true",
         help="leave out claims whose <claim>.json report already exists",
+    )
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="submit nothing: judge again, at this revision, the studies of the reports already in the output",
     )
     parser.add_argument(
         "--index-only",
@@ -182,14 +194,42 @@ def wait(api_url: str, runs: list[ClaimRun], poll_s: float) -> None:
                 time.sleep(poll_s)
 
 
-def write_reports(api_url: str, run: ClaimRun, output: Path, size: str) -> None:
-    """The claim's report in every format; the JSON's provenance gains the claim's fingerprint."""
+def write_reports(
+    api_url: str, run: ClaimRun, output: Path, size: str, *, trained_at: str | None = None
+) -> None:
+    """The claim's report in every format; the JSON's provenance gains the claim's fingerprint (and, for a
+    re-judged study, the revision it was trained at)."""
     for fmt in REPORT_FORMATS:
         text = fetch_report(api_url, run.study_id or "", fmt=fmt, claim=run.claim)
         if fmt == "json":
             run.report = with_fingerprint(json.loads(text), run.claim, size)
+            if trained_at is not None:
+                run.report["provenance"]["trained_at_git_revision"] = trained_at
             text = json.dumps(run.report, ensure_ascii=False, separators=(",", ":"))
         (output / f"{run.claim}.{fmt}").write_text(text, encoding="utf-8")
+
+
+def rejudge(api_url: str, runs: list[ClaimRun], output: Path, size: str) -> None:
+    """Fetch again, from a server at this revision, the report of each run whose study's report is in
+    `output` and trained this tree's spec (the module docstring)."""
+    for run in runs:
+        stored = output / f"{run.claim}.json"
+        if run.not_run is not None or not stored.exists():
+            continue
+        earlier = json.loads(stored.read_text(encoding="utf-8"))
+        provenance = earlier.get("provenance") or {}
+        recorded = Fingerprint.from_json(provenance.get("fingerprint"))
+        current = claim_fingerprint(run.claim, spec_path(run.claim, size))
+        if recorded is None or recorded.spec != current.spec:
+            print(f"{run.claim}: left as it is: its study trained another spec than this tree's")
+            continue
+        run.study_id = earlier.get("study_id")
+        run.status = provenance.get("status", "succeeded")
+        trained_at = provenance.get("trained_at_git_revision") or provenance.get("git_revision")
+        write_reports(api_url, run, output, size, trained_at=trained_at)
+        print(
+            f"{run.claim}: re-judged study {run.study_id} (trained at git {trained_at}): {run.report.get('verdict')}"
+        )
 
 
 def with_fingerprint(report: dict[str, Any], claim: str, size: str) -> dict[str, Any]:
@@ -410,29 +450,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [c for c in chosen if not (args.output / f"{c}.json").exists()]
     runs = plan_runs(chosen, args.size)
     try:
-        hosts: dict[str, ClaimRun] = {}  # study host claim -> the run that submitted its study
-        for run in runs:
-            if run.not_run is not None:
-                print(f"{run.claim}: not tested ({run.not_run})")
-                continue
-            host = study_claim(run.claim, args.size)
-            if host in hosts:
-                continue
-            hosts[host] = submitter = ClaimRun(host)
-            submit(api_url, token or "", submitter, args.size)
-            print(
-                f"{host}: {submitter.status}"
-                + (f" as study {submitter.study_id}" if submitter.study_id else f" ({submitter.error})")
-            )
-        wait(api_url, list(hosts.values()), args.poll)
-        for run in runs:
-            if run.not_run is not None:
-                continue
-            submitter = hosts[study_claim(run.claim, args.size)]
-            run.study_id, run.status, run.error = submitter.study_id, submitter.status, submitter.error
-            if run.study_id is not None:
-                write_reports(api_url, run, args.output, args.size)
-                print(f"{run.claim}: {run.status}, verdict {run.report.get('verdict')}")
+        if args.rejudge:
+            rejudge(api_url, runs, args.output, args.size)
+        else:
+            submit_and_report(api_url, token or "", runs, args)
     except CliError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -441,16 +462,45 @@ def main(argv: list[str] | None = None) -> int:
             "stopped waiting; submitted studies keep running (`normlab studies` lists them)", file=sys.stderr
         )
         return 130
+    # A re-judged run has its new report; the claims it left as they were are read from the folder.
+    reported = [r for r in runs if r.report] if args.rejudge else runs
     (args.output / "README.md").write_text(
         index_markdown(
-            catalog_runs(runs, args.output, args.size),
+            catalog_runs(reported, args.output, args.size),
             size=args.size,
             api_url=None if args.index_only else api_url,
         ),
         encoding="utf-8",
     )
     print(f"wrote {len([r for r in runs if r.report])} report(s) and the index to {args.output}/README.md")
-    return 0 if all(r.status == "succeeded" for r in runs if r.not_run is None) else 1
+    return 0 if all(r.status == "succeeded" for r in reported if r.not_run is None) else 1
+
+
+def submit_and_report(api_url: str, token: str, runs: list[ClaimRun], args: argparse.Namespace) -> None:
+    """Submit each host claim's study once, wait for them all, then write every run's reports."""
+    hosts: dict[str, ClaimRun] = {}  # study host claim -> the run that submitted its study
+    for run in runs:
+        if run.not_run is not None:
+            print(f"{run.claim}: not tested ({run.not_run})")
+            continue
+        host = study_claim(run.claim, args.size)
+        if host in hosts:
+            continue
+        hosts[host] = submitter = ClaimRun(host)
+        submit(api_url, token, submitter, args.size)
+        print(
+            f"{host}: {submitter.status}"
+            + (f" as study {submitter.study_id}" if submitter.study_id else f" ({submitter.error})")
+        )
+    wait(api_url, list(hosts.values()), args.poll)
+    for run in runs:
+        if run.not_run is not None:
+            continue
+        submitter = hosts[study_claim(run.claim, args.size)]
+        run.study_id, run.status, run.error = submitter.study_id, submitter.status, submitter.error
+        if run.study_id is not None:
+            write_reports(api_url, run, args.output, args.size)
+            print(f"{run.claim}: {run.status}, verdict {run.report.get('verdict')}")
 
 
 if __name__ == "__main__":

@@ -161,3 +161,40 @@ def test_a_claim_without_a_report_has_no_fingerprint_to_be_stale(run_catalog, tm
     row = _row(index, "cifar100_autonorm_s_beats_frozen_ln")
     assert row.endswith("| – | – |")  # the fingerprint and report columns
     assert "## Stale reports: 0 of 0" in index
+
+
+def test_rejudging_fetches_the_same_studys_report_again_and_keeps_where_it_was_trained(
+    run_catalog, tmp_path, monkeypatch
+):
+    claim = "cifar10_stabilisation"
+    trained = run_catalog.with_fingerprint(_report(claim, "inconclusive", "s1"), claim, "cpu")
+    trained["provenance"]["fingerprint"]["check_code"] = "0" * 64  # judged with other check code
+    _store(tmp_path, claim, trained)
+    served = _report(claim, "contradicted", "s1")
+    served["provenance"]["git_revision"] = run_catalog.git_revision()
+    asked: list[str] = []
+
+    def fetch(_url, study_id, fmt, claim):
+        asked.append(study_id)
+        return {"json": json.dumps(served), "md": "# again\n", "html": "<h1>again</h1>"}[fmt]
+
+    monkeypatch.setattr(run_catalog, "fetch_report", fetch)
+    monkeypatch.setattr(run_catalog, "read_api_token", lambda _settings: "token")
+    monkeypatch.setattr(run_catalog, "submit", lambda *a: pytest.fail("re-judging submits nothing"))
+    code = run_catalog.main(["--rejudge", "--claim", claim, "--size", "cpu", "--output", str(tmp_path)])
+    assert code == 0 and set(asked) == {"s1"}
+    written = json.loads((tmp_path / f"{claim}.json").read_text(encoding="utf-8"))
+    assert written["verdict"] == "contradicted"  # this tree's judgement of the same trials
+    assert written["provenance"]["trained_at_git_revision"] == "abc123"
+    assert "## Stale reports: 0 of 1" in (tmp_path / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_study_that_trained_another_spec_is_not_rejudged(run_catalog, tmp_path, monkeypatch):
+    claim = "cifar10_stabilisation"
+    trained = run_catalog.with_fingerprint(_report(claim, "inconclusive", "s1"), claim, "cpu")
+    trained["provenance"]["fingerprint"]["spec"] = "0" * 64
+    _store(tmp_path, claim, trained)
+    monkeypatch.setattr(run_catalog, "fetch_report", lambda *a, **k: pytest.fail("no report is fetched"))
+    monkeypatch.setattr(run_catalog, "read_api_token", lambda _settings: "token")
+    run_catalog.main(["--rejudge", "--claim", claim, "--size", "cpu", "--output", str(tmp_path)])
+    assert json.loads((tmp_path / f"{claim}.json").read_text(encoding="utf-8"))["verdict"] == "inconclusive"
