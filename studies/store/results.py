@@ -227,13 +227,15 @@ def planned_seeds(
     given = [*seeds_per_arm, *([None] * (len(specs) - len(seeds_per_arm)))]
     for spec, arms in zip(specs, given, strict=True):
         for method in spec.methods:
-            rows: list[PlanKey] = (
-                [(method, point.label) for point in spec.grid_points(method)]
+            rows: list[tuple[PlanKey, str | None]] = (
+                [((method, point.label), point.label) for point in spec.grid_points(method)]
                 if spec.kind == "grid"
-                else [method]
+                else [(method, None)]
             )
-            seeds = spec.seeds if arms is None else spec.seeds[: arms.get(method, len(spec.seeds))]
-            for row in rows:
+            for row, group in rows:
+                # An arm is a method, or a grid point as its results row names it (StudySpec.arm_of).
+                given_n = None if arms is None else arms.get(spec.arm_of(method, group))
+                seeds = spec.seeds if given_n is None else spec.seeds[:given_n]
                 planned.setdefault(row, [])
                 planned[row] += [s for s in seeds if s not in planned[row]]
     return planned

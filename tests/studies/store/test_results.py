@@ -28,3 +28,19 @@ def test_seeds_of_several_studies_are_pooled_without_repeats():
     more = quick.model_copy(update={"seeds": [*quick.seeds, 99]})
     plan = planned_seeds([quick, more])
     assert all(seeds == [*quick.seeds, 99] for seeds in plan.values())
+
+
+def test_a_sequential_grid_plans_each_point_the_seeds_its_looks_gave_it():
+    spec = load_spec(
+        Path(__file__).resolve().parents[3] / "studies/catalog/autonorm_s_post_freeze_gate_ablation/cpu.yaml"
+    )
+    given = {
+        "autonorm_s [post_freeze_gate=sample]": 60,
+        "autonorm_s [post_freeze_gate=expected]": 30,
+        "autonorm_s [post_freeze_gate=hard]": 60,
+        "frozen_ln [base]": 10,
+    }
+    plan = planned_seeds([spec], seeds_per_arm=[given])
+    assert plan[("autonorm_s", "post_freeze_gate=expected")] == list(range(30))  # stopped at look 3
+    assert plan[("frozen_ln", "base")] == list(range(10))  # in no pair: the first look only
+    assert plan[("autonorm_s", "post_freeze_gate=hard")] == list(range(60))
