@@ -34,7 +34,7 @@ from service.api.routes.plans import cluster_of
 from service.api.routes.text import NamedText, StorableText
 from service.settings import Settings
 from service.web.catalog import DEFAULT_REPORTS_DIR, SHOWN_TIERS, catalog_verdicts, stored_report
-from service.web.compare import CompareSide, compared_table, spec_differences
+from service.web.compare import CompareSide, compared_table
 from service.web.negotiation import HtmlRoute
 from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
@@ -171,8 +171,8 @@ async def compare_page(request: Request, a: NamedText, b: NamedText, database: D
         message = "; ".join(str(e.get("msg")) for e in exc.errors())
         return render(request, "not_found.html", {"message": message}, status_code=422)
     sides = await run_in_threadpool(partial(_compare_sides, studies, selections))
-    differences = spec_differences(studies[0].spec, studies[1].spec)
-    context = {"sides": sides, "differences": differences, "paired": compared.studies[1].paired}
+    second = compared.studies[1]  # b against a: its spec differences and paired rows
+    context = {"sides": sides, "differences": list(second.differences), "paired": second.paired}
     return render(request, "compare.html", {**context, "metric": compared.metric})
 
 

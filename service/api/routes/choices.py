@@ -4,6 +4,7 @@ OpenAPI document lists the choices, so clients and schema-driven tests send know
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from pydantic import AfterValidator, WithJsonSchema
@@ -14,31 +15,24 @@ from studies.spec import KNOWN_DATASETS, METHODS
 __all__ = ["KnownDataset", "KnownMethod"]
 
 
-def _known_dataset(name: str) -> str:
-    if name not in KNOWN_DATASETS:
+def _one_of(kind: str, known: tuple[str, ...], name: str) -> str:
+    """`name` when it is one of `known`, else a 422 naming them."""
+    if name not in known:
         raise PydanticCustomError(
-            "unknown_dataset",
-            "unknown dataset '{dataset}'; choose one of {known}",
-            {"dataset": name, "known": ", ".join(KNOWN_DATASETS)},
+            f"unknown_{kind}",
+            f"unknown {kind} '{{{kind}}}'; choose one of {{known}}",
+            {kind: name, "known": ", ".join(known)},
         )
     return name
 
 
 KnownDataset = Annotated[
-    str, AfterValidator(_known_dataset), WithJsonSchema({"type": "string", "enum": list(KNOWN_DATASETS)})
+    str,
+    AfterValidator(partial(_one_of, "dataset", KNOWN_DATASETS)),
+    WithJsonSchema({"type": "string", "enum": list(KNOWN_DATASETS)}),
 ]
-
-
-def _known_method(name: str) -> str:
-    if name not in METHODS:
-        raise PydanticCustomError(
-            "unknown_method",
-            "unknown method '{method}'; choose one of {known}",
-            {"method": name, "known": ", ".join(METHODS)},
-        )
-    return name
-
-
 KnownMethod = Annotated[
-    str, AfterValidator(_known_method), WithJsonSchema({"type": "string", "enum": list(METHODS)})
+    str,
+    AfterValidator(partial(_one_of, "method", METHODS)),
+    WithJsonSchema({"type": "string", "enum": list(METHODS)}),
 ]
