@@ -1,11 +1,11 @@
 """How much memory one trial needs, without torch: its model's parameters (with their gradients and AdamW's
 two moments) and the activations a training step keeps for its backward pass.
 
-A spec names a preset or a backbone, the dataset fixes the task fields, knobs and overrides change the rest;
-`model_fields` resolves them in the order the trial does (backbone defaults, preset, dataset, knobs,
-overrides: workers.training.config.model_config then models.build_model), and `trial_memory` prices the
-result. Plain Python: the service checks a spec against the trial's memory at submission (studies.spec
-rules) and the plan shows the estimate, with no torch anywhere.
+A spec names a preset or a backbone, the dataset's record (studies.datasets) fixes the task fields, knobs
+and overrides change the rest; `model_fields` resolves them in the order the trial does (backbone defaults,
+preset, dataset, knobs, overrides: workers.training.config.model_config then models.build_model), and
+`trial_memory` prices the result. Plain Python: the service checks a spec against the trial's memory at
+submission (studies.spec rules) and the plan shows the estimate, with no torch anywhere.
 
 The formulas are counted from the modules in models/ (tests/studies/test_sizing.py checks them):
 
@@ -36,15 +36,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from normlab import REGISTRY
+from studies.datasets import dataset_record, default_model
+
 __all__ = [
     "BACKBONE_DEFAULTS",
     "BYTES_PER_PARAMETER",
-    "DATASET_INPUTS",
     "DEFAULT_GPU_SEEDS_PER_TRIAL",
     "EVAL_BATCH_SIZE",
     "PRESET_FIELDS",
     "SHAPE_FIELDS",
-    "DatasetInput",
     "TrialMemory",
     "activation_floats_per_sample",
     "backbone_of",
@@ -114,58 +115,6 @@ PRESET_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 SHAPE_FIELDS: tuple[str, ...] = ("dim", "depth", "heads", "patch_size")
 
 
-@dataclass(frozen=True)
-class DatasetInput:
-    """What a dataset hands build_model (workers.data's DatasetBundle.model_fields) and its default model."""
-
-    default_model: str  # the catalog's default preset (workers.data.catalog; a test checks it)
-    fields: Mapping[str, Any]  # the task fields of its built bundle
-    # Where a field is an estimate rather than the built value (a vocabulary is fitted on the training
-    # split, so it is only known once built): what the estimate is, said with the memory figure.
-    estimated: str | None = None
-
-
-def _image(model: str, side: int, channels: int, classes: int = 10) -> DatasetInput:
-    return DatasetInput(model, {"image_size": side, "in_channels": channels, "num_classes": classes})
-
-
-def _text(model: str, vocab: int, max_len: int, head: str, classes: int = 2) -> DatasetInput:
-    fields = {"vocab_size": vocab, "max_len": max_len, "head": head, "num_classes": classes, "pad_id": 0}
-    what = f"a vocabulary of at most about {vocab:,} words (it is fitted on the training split)"
-    if head == "token":
-        what += f" and at most {classes} tags"
-    return DatasetInput(model, fields, what)
-
-
-# Sequence lengths and heads are workers.data.catalog's builders'; vocabularies and tag sets are upper
-# estimates of what the builders fit (PTB language modelling has Mikolov's 10,000 words plus end-of-sentence
-# and padding; the others are a little above the word types of their training splits).
-DATASET_INPUTS: Mapping[str, DatasetInput] = MappingProxyType(
-    {
-        "mnist": _image("vit_lite_paper", 28, 1),
-        "fashion_mnist": _image("vit_lite_paper", 28, 1),
-        "svhn": _image("vit_lite_paper", 32, 3),
-        "cifar10": _image("vit_lite_paper", 32, 3),
-        "cifar100": _image("vit_lite_paper", 32, 3, 100),
-        "cifar10_c": _image("vit_lite_paper", 32, 3),
-        "cifar10_c_hendrycks": _image("vit_lite_paper", 32, 3),
-        "fashion_mnist_c": _image("vit_lite_paper", 28, 1),
-        "digits": _image("vit_lite_tiny", 8, 1),
-        "digits_c": _image("vit_lite_tiny", 8, 1),
-        "mnist_5k": _image("vit_lite_tiny", 28, 1),
-        "ptb_lm": _text("encoder_paper", 10_002, 128, "lm"),
-        "ptb_lm_sample": _text("encoder_tiny", 12_000, 64, "lm"),
-        "ptb_pos": _text("encoder_paper", 40_000, 128, "token", 50),
-        "ptb_wsj_pos": _text("encoder_paper", 50_000, 128, "token", 50),
-        "ptb_pos_sample": _text("encoder_tiny", 12_000, 128, "token", 50),
-        "sst2": _text("encoder_paper", 16_000, 64, "sequence"),
-        "rotten_tomatoes_vader": _text("encoder_paper", 25_000, 64, "sequence"),
-        "energy": DatasetInput("tabular_paper", {"num_features": 8, "num_outputs": 1}),
-        "california_housing": DatasetInput("tabular_paper", {"num_features": 8, "num_outputs": 1}),
-    }
-)
-
-
 def backbone_of(model: str) -> str:
     """The backbone a model name or preset builds (its name's prefix, as studies.spec.ModelSpec reads it)."""
     for backbone in BACKBONE_DEFAULTS:
@@ -184,11 +133,11 @@ def model_fields(
     """(backbone, config fields) of the model a trial builds: the backbone's defaults, the preset's fields,
     the dataset's task fields, the knobs' model fields, then the overrides (the trial's own order).
     `model` None: the dataset's default model."""
-    name = model or DATASET_INPUTS[dataset].default_model
+    name = model or default_model(dataset)
     backbone = backbone_of(name)
     fields = dict(BACKBONE_DEFAULTS[backbone])
     fields.update(PRESET_FIELDS.get(name, {}))
-    fields.update(DATASET_INPUTS[dataset].fields)
+    fields.update(dataset_record(dataset).task_fields)
     fields.update(knobs or {})
     fields.update(overrides or {})
     return backbone, fields
@@ -245,6 +194,10 @@ def _norm_parameters(norm: str, dim: int) -> int:
         return 4 * dim + 1
     if norm == "autonorm":  # the same, plus the selector Linear(d, hidden), Linear(hidden, 2)
         return 4 * dim + 1 + dim * hidden + hidden + hidden * 2 + 2
+    record = REGISTRY.norms.find(norm)  # a plugin's layer: its check measured the count at three widths
+    if record is not None and record.parameters is not None:
+        c2, c1, c0 = record.parameters
+        return max(0, round(c2 * dim * dim + c1 * dim + c0))
     raise ValueError(f"unknown norm kind {norm!r}")
 
 
@@ -263,6 +216,8 @@ def _norm_site_floats(norm: str, dim: int, *, causal: bool) -> tuple[int, int]:
         "random",
         "autonorm",
     ):  # both branches, the mix, and the per-sample gate or modulation
+        return (6 if causal else 3) * dim + 2, 5 * dim
+    if norm in REGISTRY.norms:  # a plugin's layer, unseen here: counted as the largest built-in saves
         return (6 if causal else 3) * dim + 2, 5 * dim
     raise ValueError(f"unknown norm kind {norm!r}")
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from normlab.plugin import norm_layer
+
 __all__ = ["AdaNorm"]
 
 
+@norm_layer("adanorm")
 class AdaNorm(nn.Module):
     def __init__(self, dim: int, k: float = 0.1, scale: float = 2.0, eps: float = 1e-5) -> None:
         super().__init__()

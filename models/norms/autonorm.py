@@ -47,6 +47,7 @@ from models.norms.mixed import (
     sample_token_mask,
     token_weights,
 )
+from normlab.plugin import norm_layer
 
 __all__ = ["POST_FREEZE_GATES", "AutoNorm", "NormSelector", "gate_entropy", "hard_gate"]
 
@@ -148,6 +149,7 @@ class NormSelector(nn.Module):
         return F.linear(self.act(hidden), self.fc2.weight.to(dtype), self.fc2.bias.to(dtype))  # (..., 2)
 
 
+@norm_layer("autonorm")
 class AutoNorm(TokenConditionedNorm):
     def __init__(
         self,

@@ -6,10 +6,12 @@ import torch
 from torch import nn
 
 from models.norms.mixed import as_samples, mixed_norm
+from normlab.plugin import norm_layer
 
 __all__ = ["DyT"]
 
 
+@norm_layer("dyt")
 class DyT(nn.Module):
     def __init__(self, dim: int, alpha_init: float = 0.5) -> None:
         super().__init__()

@@ -1,9 +1,12 @@
-"""`build_norm(kind, dim, **options)`: the one place norm kinds are named."""
+"""`build_norm(kind, dim, **options)`: norm layers by kind, from the registry.
+
+Each norm layer's module registers its kind with `normlab.plugin.norm_layer`, exactly as a plugin does;
+importing models.norms registers the built-ins.
+"""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
@@ -14,31 +17,46 @@ from models.norms.dyt import DyT
 from models.norms.film import FiLMNorm
 from models.norms.layernorm import LayerNorm
 from models.norms.random_selector import RandomSelectorNorm
+from normlab import REGISTRY
 
-__all__ = ["NORM_KINDS", "build_norm", "norm_factory"]
+__all__ = ["BUILTIN_NORMS", "NORM_KINDS", "build_norm", "norm_factory"]
 
-NORM_KINDS: dict[str, type[nn.Module]] = {
-    "layernorm": LayerNorm,
-    "dyt": DyT,
-    "adanorm": AdaNorm,
-    "film": FiLMNorm,
-    "random": RandomSelectorNorm,
-    "autonorm": AutoNorm,
-}
+# The built-in layers (importing them above registered them); NORM_KINDS also holds a plugin's.
+BUILTIN_NORMS: tuple[type[nn.Module], ...] = (LayerNorm, DyT, AdaNorm, FiLMNorm, RandomSelectorNorm, AutoNorm)
+
+
+class _NormKinds(Mapping[str, Callable[..., nn.Module]]):
+    """Kind -> layer class or factory, of every registered norm whose code this process has."""
+
+    def __getitem__(self, kind: str) -> Callable[..., nn.Module]:
+        record = REGISTRY.norms.find(kind)
+        if record is None or record.layer is None:
+            raise KeyError(kind)
+        return record.layer
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter([r.name for r in REGISTRY.norms if r.layer is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for r in REGISTRY.norms if r.layer is not None)
+
+
+NORM_KINDS: Mapping[str, Callable[..., nn.Module]] = _NormKinds()
 
 
 def build_norm(kind: str, dim: int, **options: Any) -> nn.Module:
     """A norm layer mapping (..., dim) -> (..., dim); unknown kinds or options raise ValueError."""
-    if kind not in NORM_KINDS:
-        raise ValueError(f"unknown norm kind {kind!r}; choose one of {sorted(NORM_KINDS)}")
-    cls = NORM_KINDS[kind]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "dim"}
-    unknown = set(options) - accepted
+    record = REGISTRY.norms.find(kind)
+    if record is None:
+        raise ValueError(f"unknown norm kind {kind!r}; choose one of {sorted(REGISTRY.norms.names())}")
+    if record.layer is None:
+        raise ValueError(f"norm kind {kind!r} is {record.source}'s, whose code this process has not imported")
+    unknown = set(options) - set(record.options)
     if unknown:
         raise ValueError(
-            f"norm {kind!r} does not take options {sorted(unknown)}; it takes {sorted(accepted)}"
+            f"norm {kind!r} does not take options {sorted(unknown)}; it takes {sorted(record.options)}"
         )
-    return cls(dim, **options)
+    return record.layer(dim, **options)  # type: ignore[no-any-return]
 
 
 def norm_factory(kind: str, options: dict[str, Any] | None = None) -> Callable[[int], nn.Module]:

@@ -13,10 +13,12 @@ from torch import nn
 
 from models.norms.conditioning import TokenConditionedNorm
 from models.norms.mixed import as_samples, mixed_norm, sample_token_mask
+from normlab.plugin import norm_layer
 
 __all__ = ["FiLMNorm"]
 
 
+@norm_layer("film")
 class FiLMNorm(TokenConditionedNorm):
     def __init__(self, dim: int, hidden: int | None = None, eps: float = 1e-5) -> None:
         super().__init__()

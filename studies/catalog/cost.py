@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from studies.datasets import dataset_record
 from studies.spec import StudySpec
 
 __all__ = [
     "MEASURED_RATES",
-    "TRAIN_EXAMPLES",
     "GpuCost",
     "final_trial_hours",
     "predicted_gpu_cost",
@@ -31,16 +31,6 @@ MEASURED_RATES: dict[str, float] = {"frozen_ln": 5260.0, "autonorm_s": 2278.0}
 _GATED = {"autonorm_s", "autonorm", "random_selector"}  # a gate beside the norm: AutoNorm-S's rate
 _MEASURED_TOKENS = (32 // 4) ** 2 + 1  # patches + class token
 _MEASURED_DEPTH = 8
-
-# Training examples per epoch (the official training split; the validation carve comes out of it).
-TRAIN_EXAMPLES: dict[str, tuple[int, int]] = {  # dataset -> (examples, image side)
-    "mnist": (60_000, 28),
-    "fashion_mnist": (60_000, 28),
-    "svhn": (73_257, 32),
-    "cifar10": (50_000, 32),
-    "cifar100": (50_000, 32),
-    "cifar10_c_hendrycks": (50_000, 32),
-}
 
 
 @dataclass(frozen=True)
@@ -74,14 +64,19 @@ def _asha_epochs(spec: StudySpec) -> float:
 def _no_rate(spec: StudySpec) -> str | None:
     """Why nothing can be predicted for `spec`; None where its backbone and dataset can be priced."""
     model = spec.model.preset or spec.model.backbone(spec.dataset)
-    if not model.startswith("vit_lite") or spec.dataset not in TRAIN_EXAMPLES:
+    # An epoch is priced from the dataset record's training examples (the official training split; the
+    # validation carve comes out of it) and image side, where it states them.
+    record = dataset_record(spec.dataset)
+    if not model.startswith("vit_lite") or record.train_examples is None or record.image_side is None:
         return f"no GPU step time has been measured for {model} on {spec.dataset}: no prediction"
     return None
 
 
 def _geometry(spec: StudySpec) -> tuple[int, int, int]:
     """(training examples per epoch, tokens, blocks) of a spec `_no_rate` accepts."""
-    examples, side = TRAIN_EXAMPLES[spec.dataset]
+    record = dataset_record(spec.dataset)
+    examples, side = record.train_examples, record.image_side
+    assert examples is not None and side is not None, "_no_rate accepts a dataset with its geometry"
     patch = int(spec.model.overrides.get("patch_size", 4))
     depth = int(spec.model.overrides.get("depth", _MEASURED_DEPTH))
     return examples, (side // patch) ** 2 + 1, depth

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from studies.catalog.cost import TRAIN_EXAMPLES
+from studies.datasets import dataset_record
 from studies.spec import StudySpec
 
 __all__ = ["GATED_METHODS", "MEASURED_SPEEDUPS", "Speedup", "speedup", "trials_per_gpu"]
@@ -66,7 +66,7 @@ def _family(method: str) -> str:
 
 def _is_benchmark_configuration(spec: StudySpec) -> bool:
     preset = spec.model.preset or spec.model.backbone(spec.dataset)
-    side = TRAIN_EXAMPLES.get(spec.dataset, (0, 0))[1]
+    side = dataset_record(spec.dataset).image_side  # None where the cost model prices no epoch
     return (
         preset == "vit_lite_paper"
         and not spec.model.overrides

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from studies.datasets import dataset_record
 from studies.knobs import KNOB_MODEL_FIELDS
 from studies.limits import DEFAULT_GPU_MEMORY_GIB, GIB, StudyLimits
 from studies.methods import norm_for_method
 from studies.sizing import (
-    DATASET_INPUTS,
     DEFAULT_GPU_SEEDS_PER_TRIAL,
     TrialMemory,
     format_bytes,
@@ -142,7 +142,7 @@ def worst_trial_memory(spec: SizedSpec, *, device: Literal["cpu", "gpu"]) -> Mem
     """The study's largest trial (the module docstring's worst case) on `device`."""
     seeds = seeds_per_trial(spec, on_gpu=device == "gpu")
     worst: MemoryEstimate | None = None
-    estimated = DATASET_INPUTS[spec.dataset].estimated
+    estimated = dataset_record(spec.dataset).estimated
     for method in spec.methods:
         for knobs in _size_knob_cases(spec.search_space_for(method)):
             backbone, fields = model_fields(

@@ -1,41 +1,22 @@
 """The names a spec may use: datasets (and their families, metrics, corruptions), methods, models and
 their config fields. Names only, so the service validates specs without importing torch. The datasets are
-studies.datasets' own table, which workers.data builds (a test checks it builds every name); the model
-names and fields are checked against models, which may import nothing of studies. The methods are
-studies' own table (studies.methods), which the workers build models from."""
+studies.datasets' records (normlab.REGISTRY.datasets), which workers.data builds (a test checks it builds
+every built-in); the model names and fields are checked against models, which may import nothing of
+studies. The methods are studies' own table (studies.methods), which the workers build models from."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Union
 
-# Which backbone family can read each dataset (image -> vit_lite, text -> encoder, tabular -> tabular).
-_DATASET_FAMILY: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "mnist",
-            "fashion_mnist",
-            "svhn",
-            "cifar10",
-            "cifar100",
-            "cifar10_c",
-            "digits",
-            "mnist_5k",
-            "digits_c",
-            "fashion_mnist_c",
-            "cifar10_c_hendrycks",
-        ),
-        "image",
-    ),
-    **dict.fromkeys(
-        (
-            *("ptb_pos", "ptb_lm", "sst2", "rotten_tomatoes_vader", "ptb_pos_sample", "ptb_lm_sample"),
-            "ptb_wsj_pos",
-        ),
-        "text",
-    ),
-    **dict.fromkeys(("energy", "california_housing"), "tabular"),
-}
+from studies.dataset_views import DatasetFacts
+from studies.datasets import FAMILY_BACKBONE
+
+# Which data family each dataset holds (image -> vit_lite, text -> encoder, tabular -> tabular). A view of
+# the dataset records, not a table: it reads normlab.REGISTRY at each lookup (studies.catalog.lint reads it
+# by this name; new code calls studies.datasets.dataset_family).
+_DATASET_FAMILY: Mapping[str, str] = DatasetFacts(lambda record: record.family)
 
 # Model names and presets of models.build_model that can train on a study dataset. The bare
 # `residual_mlp` is left out on purpose: it has no task head, so every trial of a study would fail; the
@@ -54,10 +35,9 @@ KNOWN_MODELS: tuple[str, ...] = (
     "mlp_classifier_paper",
     "mlp_classifier_tiny",
 )
-# Default backbone of each data family; a preset's backbone is the prefix of its name.
-_FAMILY_BACKBONE = {"image": "vit_lite", "text": "encoder", "tabular": "tabular"}
-# Data family each backbone reads: the defaults, and the residual-MLP classifier (flattened images).
-_BACKBONE_FAMILY = {backbone: family for family, backbone in _FAMILY_BACKBONE.items()}
+# Data family each backbone reads (a preset's backbone is the prefix of its name): each family's default
+# backbone, and the residual-MLP classifier (flattened images).
+_BACKBONE_FAMILY = {backbone: family for family, backbone in FAMILY_BACKBONE.items()}
 _BACKBONE_FAMILY["mlp_classifier"] = "image"
 _FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
 _FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"

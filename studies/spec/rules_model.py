@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from studies.datasets import dataset_family
 from studies.limits import StudyLimits
 from studies.sizing import format_bytes, model_fields, shape_problems
 from studies.spec.fail import Fail
 from studies.spec.memory import memory_budget, worst_trial_memory
 from studies.spec.names import (
     _BACKBONE_FAMILY,
-    _DATASET_FAMILY,
     _RESERVED_MODEL_FIELDS,
     DATASET_TASK_FIELDS,
     MODEL_CONFIG_FIELDS,
@@ -30,7 +30,7 @@ def model_shape_is_possible(spec: StudySpec, fail: Fail) -> None:
     trial as a division by zero, a patch that does not tile as a failed build). How large it may be is
     trial_fits_its_memory's."""
     backbone = spec.model.backbone(spec.dataset)
-    if _BACKBONE_FAMILY[backbone] != _DATASET_FAMILY[spec.dataset]:
+    if _BACKBONE_FAMILY[backbone] != dataset_family(spec.dataset):
         return  # model_fits_dataset reports it
     known = {
         k: v

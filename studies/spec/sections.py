@@ -15,16 +15,17 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from studies.datasets import default_model
 from studies.spec.distributions import _Strict
 from studies.spec.integers import Integer, PositiveInteger, Severity, integral_to_int
-from studies.spec.names import _DATASET_FAMILY, _FAMILY_BACKBONE, KNOWN_MODELS, MODEL_CONFIG_FIELDS, Scalar
+from studies.spec.names import KNOWN_MODELS, MODEL_CONFIG_FIELDS, Scalar
 from studies.trial_config import Key
 
 
 class ModelSpec(_Strict):
     """A models.build_model name or preset plus field overrides; `model: vit_lite_tiny` is shorthand."""
 
-    preset: str | None = None  # None: the dataset's default backbone (DatasetBundle.default_model)
+    preset: str | None = None  # None: the dataset's default model (studies.datasets.default_model)
     overrides: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -40,10 +41,9 @@ class ModelSpec(_Strict):
         return preset
 
     def backbone(self, dataset: str) -> str:
-        """The models.build_model backbone this spec builds: the preset's, else the dataset's default."""
-        if self.preset is None:
-            return _FAMILY_BACKBONE[_DATASET_FAMILY[dataset]]
-        return next(b for b in MODEL_CONFIG_FIELDS if self.preset.startswith(b))
+        """The models.build_model backbone this spec builds: the preset's, else the dataset's default model's."""
+        model = self.preset or default_model(dataset)
+        return next(b for b in MODEL_CONFIG_FIELDS if model.startswith(b))
 
 
 class SchedulerSpec(_Strict):

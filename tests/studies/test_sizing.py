@@ -12,11 +12,10 @@ import torch
 
 from models import PRESETS, build_model
 from models.build import MODELS
-from studies.datasets import KNOWN_DATASETS
+from studies.datasets import dataset_record
 from studies.methods import METHODS, norm_for_method
 from studies.sizing import (
     BACKBONE_DEFAULTS,
-    DATASET_INPUTS,
     DEFAULT_GPU_SEEDS_PER_TRIAL,
     PRESET_FIELDS,
     activation_floats_per_sample,
@@ -99,20 +98,12 @@ def test_preset_fields_are_models_presets_for_every_model_a_study_may_train():
         assert dict(PRESET_FIELDS[name]) == {k: v for k, v in PRESETS[name].items() if k != "model"}, name
 
 
-def test_every_dataset_has_its_inputs_and_the_catalogs_default_model():
-    from workers.data.catalog import REGISTRY
-
-    assert set(DATASET_INPUTS) == set(KNOWN_DATASETS)
-    assert {name: DATASET_INPUTS[name].default_model for name in KNOWN_DATASETS} == {
-        name: REGISTRY[name].default_model for name in KNOWN_DATASETS
-    }
-
-
 def test_the_task_fields_are_what_the_builder_makes_of_an_offline_dataset():
     from workers.data import get_dataset
 
     bundle = get_dataset("digits", download=False)
-    assert dict(DATASET_INPUTS["digits"].fields) == bundle.model_fields
+    assert dict(dataset_record("digits").task_fields) == bundle.model_fields
+    assert model_fields("digits", None)[0] == "vit_lite"  # the record's default model, vit_lite_tiny
 
 
 def test_the_gpu_seed_batch_is_the_trial_plans():

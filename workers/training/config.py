@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from normlab import REGISTRY
 from studies.knobs import (
     DEFAULT_EPS_H,
     DEFAULT_FREEZE_SCOPE,
@@ -15,6 +16,7 @@ from studies.knobs import (
     KNOB_MODEL_FIELDS,
     KNOBS,
     freeze_fits,
+    knob_norm_option,
 )
 from studies.methods import FREEZING_METHODS
 from studies.trial_config import ORCHESTRATION_KEYS
@@ -120,7 +122,7 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         known = TRAINING_KNOBS | set(MODEL_KNOBS) | NORM_OPTION_KNOBS | set(_HYPERPARAMETER_FIELDS)
-        unknown = set(self.knobs) - known
+        unknown = {name for name in set(self.knobs) - known if knob_norm_option(name) is None}
         if unknown:
             raise ValueError(f"unknown knobs {sorted(unknown)}; known knobs: {sorted(known)}")
         for name in ("freeze_signal", "freeze_scope", "post_freeze_gate"):
@@ -212,20 +214,35 @@ def _mixing_alpha(value: Any, *, default: float) -> float:
     return float(value)
 
 
-def model_config(cfg: TrainConfig, *, norm_kind: str, model_fields: Mapping[str, Any]) -> dict[str, Any]:
+def norm_option_names(norm_kind: str) -> tuple[str, ...]:
+    import models.norms  # noqa: F401  (registers the built-in norm kinds; torch only, imported when needed)
+
+    record = REGISTRY.norms.find(norm_kind)
+    return record.options if record is not None else ()
+
+
+def model_config(
+    cfg: TrainConfig,
+    *,
+    norm_kind: str,
+    model_fields: Mapping[str, Any],
+    method_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The build_model config for this trial: dataset task fields, the method's norm, knobs, then overrides."""
     config: dict[str, Any] = dict(model_fields)
     config["norm"] = norm_kind
     for knob, value in cfg.knobs.items():
         if knob in MODEL_KNOBS:
             config[MODEL_KNOBS[knob]] = value
-    norm_options = dict(cfg.model_overrides.get("norm_options") or {})
-    # Only gated norms have a temperature and a post-freeze gate; other norm layers would reject them.
-    if norm_kind == "autonorm":
-        if "tau" in cfg.knobs:
-            norm_options.setdefault("tau", float(cfg.knobs["tau"]))
-        if "post_freeze_gate" in cfg.knobs:
-            norm_options.setdefault("post_freeze_gate", str(cfg.knobs["post_freeze_gate"]))
+    # The method's fixed options, then its knobs', then the spec's explicit norm_options. A knob sets a
+    # norm option only where the method's norm takes it: tau belongs to the gated norm alone.
+    norm_options = dict(method_options or {})
+    accepted = set(norm_option_names(norm_kind))
+    for knob, value in cfg.knobs.items():
+        option = knob_norm_option(knob)
+        if option is not None and option in accepted:
+            norm_options[option] = float(value) if KNOBS[knob].kind == "float" else value
+    norm_options.update(cfg.model_overrides.get("norm_options") or {})
     config.update({k: v for k, v in cfg.model_overrides.items() if k != "norm_options"})
     if norm_options:
         config["norm_options"] = norm_options

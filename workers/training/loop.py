@@ -110,7 +110,9 @@ class TrainingRun:
         # Seed after loading the data so init does not depend on whether the dataset was cached.
         seed_everything(cfg.seed)
         choice = norm_for_method(cfg.method)
-        fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
+        fields = model_config(
+            cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields, method_options=choice.options
+        )
         self.model: nn.Module = build_model(cfg.model or self.bundle.default_model, fields).to(self.device)
         # Training forward only (budget.compile); evaluation and checkpoints use the eager module.
         self.train_forward = CompiledForward(self.model, cfg.compile, self.device)

@@ -112,7 +112,9 @@ class SeedBatchedRun:
         self.bundle = load_bundle(cfg)
         choice = norm_for_method(cfg.method)
         model_name = cfg.model or self.bundle.default_model
-        fields = model_config(cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields)
+        fields = model_config(
+            cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields, method_options=choice.options
+        )
         models = []
         for seed in self.seeds:
             seed_everything(seed)  # after loading the data, before building: TrainingRun's order
