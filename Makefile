@@ -36,8 +36,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Plugins on: this stack listens on loopback only (README: Plugins, the trust model).
 run: $(STAMP)
-	$(BIN)/normlab serve
+	NORMLAB_ALLOW_PLUGINS=$${NORMLAB_ALLOW_PLUGINS:-true} $(BIN)/normlab serve
 
 demo: $(STAMP) data-offline
 	$(BIN)/normlab serve --demo

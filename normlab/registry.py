@@ -63,9 +63,7 @@ class Section(Generic[R]):
                 f"{self.singular} {record.name!r} is already registered (by {taken.source}); "
                 f"{record.source} must choose another name"
             )
-        if taken is None or (
-            getattr(taken, "layer", None) is None and getattr(record, "layer", None) is not None
-        ):
+        if taken is None or (_code(taken) is None and _code(record) is not None):  # facts, then their code
             self._records[record.name] = record
         return self._records[record.name]
 
@@ -166,6 +164,10 @@ class Registry:
             yield
         finally:
             self._overlay.reset(token)
+
+
+def _code(record: Record) -> object:
+    return getattr(record, "layer", None) or getattr(record, "build", None)
 
 
 def _with_code_of(record: Record, imported: Record) -> Record:

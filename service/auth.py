@@ -22,11 +22,13 @@ __all__ = [
     "api_token_source",
     "ensure_api_token",
     "ensure_mlflow_credentials",
+    "ensure_plugin_token",
     "ensure_ray_auth_token",
     "mlflow_password_source",
     "ray_auth_token_source",
     "read_api_token",
     "read_mlflow_password",
+    "read_plugin_token",
     "token_matches",
 ]
 
@@ -48,6 +50,18 @@ def ensure_api_token(settings: Settings) -> str:
     if settings.api_token is not None and settings.api_token.get_secret_value():
         return settings.api_token.get_secret_value()
     return _ensure_token_file(settings.api_token_path)
+
+
+def ensure_plugin_token(settings: Settings) -> str:
+    """The plugin token (the right to submit code): NORMLAB_PLUGIN_TOKEN if set, else the stored one."""
+    if settings.plugin_token is not None and settings.plugin_token.get_secret_value():
+        return settings.plugin_token.get_secret_value()
+    return _ensure_token_file(settings.plugin_token_path)
+
+
+def read_plugin_token(settings: Settings) -> str | None:
+    """The plugin token without creating one (what `normlab token --plugin` prints and submit sends)."""
+    return _read_secret(settings.plugin_token, settings.plugin_token_path)
 
 
 def ensure_ray_auth_token(settings: Settings) -> str:

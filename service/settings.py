@@ -226,6 +226,16 @@ class Settings(BaseSettings):
     # seconds without work, so an idle stack holds neither; 0: once started they stay until the stack stops.
     warm_idle_s: float = Field(DEFAULT_WARM_IDLE_S, ge=0)
 
+    # Plugins: user code a study names (studies.spec.plugins), run on every node of the cluster, and
+    # datasets read from the cluster's own files. Off unless the operator turns them on; a study that
+    # names one must also be sent with the plugin token (NORMLAB_PLUGIN_TOKEN, else generated into the
+    # data dir; `normlab token --plugin`), which grants what the API token does plus running code.
+    allow_plugins: bool = False
+    plugin_token: SecretStr | None = None
+    # The child process that imports and checks a submitted plugin: its time and address-space limits.
+    plugin_check_timeout_s: float = Field(120.0, gt=0)
+    plugin_check_memory_mb: int = Field(8192, ge=256)
+
     log_level: str = "info"
 
     @field_validator("allowed_hosts", mode="before")
@@ -298,6 +308,10 @@ class Settings(BaseSettings):
     @property
     def api_token_path(self) -> Path:
         return self.data_dir / "api_token"
+
+    @property
+    def plugin_token_path(self) -> Path:
+        return self.data_dir / "plugin_token"
 
     @property
     def ray_auth_token_path(self) -> Path:

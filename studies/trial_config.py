@@ -81,6 +81,9 @@ class Key:
     # Seconds of training between a trial's checkpoints (budget.checkpoint_every_s, resolved by the driver;
     # workers.training.checkpoint.CheckpointSchedule); absent or 0: every epoch.
     CHECKPOINT_EVERY_S: Final = "checkpoint_every_s"
+    # The study's plugins (their stored source) and user datasets, which the trial imports and registers
+    # before it builds anything (workers.plugins.activate); absent for a study with neither.
+    EXTENSIONS: Final = "extensions"
 
     # Driver bookkeeping.
     # False where no scheduler can stop the trial before its last epoch (final and grid trials, tuning
@@ -115,6 +118,7 @@ ORCHESTRATION_KEYS: frozenset[str] = frozenset(
         Key.CHECKPOINT_EVERY_S,
         Key.SEEDS,
         Key.SEED_TRIAL_KEYS,
+        Key.EXTENSIONS,
     }
 )
 

@@ -8,20 +8,20 @@ whatever the layer's code prints goes to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import json
 import os
 import resource
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, Literal
+
+from normlab.child import last_line, out_of_memory, run_limited
 
 __all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_TIMEOUT_S", "IsolatedResult", "check_target", "run_isolated"]
 
@@ -40,19 +40,6 @@ DEFAULT_MEMORY_MB = 8192
 
 MODULE = "models.plugins.isolated"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Every thread's stack and malloc arena is address space the limit counts; tensors of 16 features gain
-# nothing from threads, and one thread keeps the measured figures above valid on many-core machines.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# How allocation failures read: Python, torch's CPU allocator, C++, OpenBLAS, the dynamic loader.
-OUT_OF_MEMORY_SIGNS = (
-    "memoryerror",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "bad_alloc",
-    "memory allocation",
-    "failed to map segment",
-    "out of memory",
-)
 TARGET_FORMS = "'path/to/file.py:factory' or 'package.module:factory'"
 
 
@@ -94,35 +81,17 @@ def run_isolated(
         parse_target(target)
     except ValueError as exc:
         return IsolatedResult(ok=False, stage="lookup", error=str(exc))
-    limit = memory_mb * 2**20
-
-    def limit_memory() -> None:  # runs between fork and exec: one system call, no locks, no allocation
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    process = subprocess.Popen(
+    finished = run_limited(
         [sys.executable, "-m", MODULE, target, "--dim", str(dim)],
-        cwd=os.getcwd(),
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
         env=_child_environment(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: a timeout ends whatever the layer started too
-        preexec_fn=limit_memory,
     )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        stdout, _ = process.communicate()
-        stage = _read_lines(stdout)[0]
+    if finished.timed_out:
+        stage = _read_lines(finished.stdout)[0]
         where = f"during {stage}" if stage else "while importing torch and the checks"
         return IsolatedResult(ok=False, stage="timeout", error=f"timed out after {timeout_s:g} s ({where})")
-    finally:
-        if process.poll() is None:  # interrupted (Ctrl-C, a test timeout): leave nothing running
-            _kill_group(process)
-            process.wait()
-    return _interpret(stdout, stderr, process.returncode, memory_mb=memory_mb)
+    return _interpret(finished.stdout, finished.stderr, finished.returncode, memory_mb=memory_mb)
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -151,7 +120,7 @@ def check_target(
     try:
         module = _import(where)
     except (Exception, SystemExit) as exc:  # SystemExit: a script's exit() at import time
-        if isinstance(exc, MemoryError) or _out_of_memory(str(exc)):
+        if isinstance(exc, MemoryError) or out_of_memory(str(exc)):
             return IsolatedResult(
                 ok=False, stage="memory", error=_memory_error(f"importing {where}: {_text(exc)}")
             )
@@ -169,7 +138,7 @@ def check_target(
     announce("checks")
     report = check_norm_layer(factory, dim=dim)
     checks = tuple(asdict(check) for check in report.checks)
-    starved = next((check for check in report.failed if _out_of_memory(check.detail)), None)
+    starved = next((check for check in report.failed if out_of_memory(check.detail)), None)
     if starved is not None:  # the limit, not the layer's logic, decided this check
         error = _memory_error(f"in check {starved.name}: {starved.detail}")
         return IsolatedResult(ok=False, stage="memory", error=error, report=checks, summary=report.describe())
@@ -202,12 +171,7 @@ def _import(where: str) -> ModuleType:
 def _child_environment() -> dict[str, str]:
     # After the caller's PYTHONPATH: the checks' own package is found from any working directory.
     paths = [p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p]
-    return {**os.environ, **ONE_THREAD, "PYTHONPATH": os.pathsep.join(paths)}
-
-
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    return {"PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _read_lines(stdout: str) -> tuple[Stage | None, IsolatedResult | None]:
@@ -232,8 +196,8 @@ def _interpret(stdout: str, stderr: str, returncode: int, *, memory_mb: int) -> 
     stage, result = _read_lines(stdout)
     if result is not None:
         return result
-    last = _last_line(stderr)
-    if _out_of_memory(stderr):
+    last = last_line(stderr)
+    if out_of_memory(stderr):
         during = f"during {stage}" if stage else "while importing torch and the checks"
         return IsolatedResult(
             ok=False, stage="memory", error=f"ran out of memory (limit {memory_mb} MB) {during}: {last}"
@@ -246,11 +210,6 @@ def _interpret(stdout: str, stderr: str, returncode: int, *, memory_mb: int) -> 
     return IsolatedResult(ok=False, stage=stage, error=f"the checks process {how} during {stage}: {last}")
 
 
-def _out_of_memory(text: str) -> bool:
-    lowered = text.lower()
-    return any(sign in lowered for sign in OUT_OF_MEMORY_SIGNS)
-
-
 def _memory_error(detail: str) -> str:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
@@ -260,11 +219,6 @@ def _memory_error(detail: str) -> str:
 
 def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
 
 
 def _result_channel() -> IO[str]:

@@ -26,7 +26,7 @@ from service.api.routes import (
 from service.api.routes.compare import router as compare_router
 from service.api.routes.plans import router as plans_router
 from service.api.routes.study_charts import router as study_charts_router
-from service.auth import ensure_api_token
+from service.auth import ensure_api_token, ensure_plugin_token
 from service.orchestration.ports import Dispatcher
 from service.orchestration.study_runs import StudyRuns
 from service.settings import Settings, get_settings
@@ -82,6 +82,8 @@ def create_app(
     # What to call once a new study is stored (the reconcile loop's wake, where one runs in this process).
     app.state.on_study_queued = None
     app.state.api_token = SecretStr(ensure_api_token(settings))  # SecretStr: never printed by accident
+    # None unless plugins are on: then no token grants the right (service.api.plugins).
+    app.state.plugin_token = ensure_plugin_token(settings) if settings.allow_plugins else None
     install_error_handlers(app)
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s)  # stalled bodies: 408
     app.add_middleware(HostCheckMiddleware, allowed=AllowedHosts.for_settings(settings))  # DNS rebinding

@@ -60,7 +60,11 @@ async def require_token(
         raise UnauthorizedError(
             "missing bearer token: send `Authorization: Bearer <token>` (`normlab token` prints it)"
         )
-    if not token_matches(credentials.credentials, request.app.state.api_token.get_secret_value()):
+    plugin_token = request.app.state.plugin_token
+    # The plugin token grants what the API token does, and running code besides (service.api.plugins).
+    if not token_matches(credentials.credentials, request.app.state.api_token.get_secret_value()) and not (
+        plugin_token is not None and token_matches(credentials.credentials, plugin_token)
+    ):
         raise UnauthorizedError("wrong bearer token")
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "FieldErrorOut",
     "InvalidSpecError",
     "NoResultsError",
+    "PluginsForbiddenError",
     "ServiceBusyError",
     "SpecTooLargeError",
     "UnauthorizedError",
@@ -111,6 +112,11 @@ class ClaimNotServedError(LookupError):
 
 class SpecTooLargeError(Exception):
     pass
+
+
+class PluginsForbiddenError(Exception):
+    """A study naming plugins or user datasets from a request without that right (403); the message names
+    the setting or the token."""
 
 
 class InvalidSpecError(ValueError):
@@ -485,6 +491,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidTrialError, _message(422))
     app.add_exception_handler(UnauthorizedError, _message(401, {"WWW-Authenticate": "Bearer"}))
     app.add_exception_handler(SpecTooLargeError, _message(413))
+    app.add_exception_handler(PluginsForbiddenError, _message(403))
     app.add_exception_handler(UnsupportedContentTypeError, _message(415))
     app.add_exception_handler(UnknownMetricError, _unknown_metric)
     app.add_exception_handler(ClaimNotServedError, _claim_not_served)

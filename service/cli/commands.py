@@ -31,6 +31,7 @@ from service.cli.client import (
     render_plan,
     submit_spec_text,
 )
+from service.cli.plugin_files import inline_plugins, names_extensions, plugin_token_or_fail
 from service.settings import Settings
 
 __all__ = [
@@ -115,7 +116,13 @@ def submit(
     spec_text = spec.read_text(encoding="utf-8")
     token = _client_token(settings)
     try:
-        check_spec_text(spec_text, content_type=content_type)
+        if names_extensions(spec_text, content_type):
+            # The server imports and checks the plugins in a child process; the CLI sends their files.
+            spec_text = inline_plugins(spec_text, content_type, spec.resolve().parent)
+            content_type = "application/json"
+            token = plugin_token_or_fail(settings)
+        else:
+            check_spec_text(spec_text, content_type=content_type)
         if token is None:
             raise CliError(
                 f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
@@ -169,7 +176,13 @@ def plan(
     spec_text = spec.read_text(encoding="utf-8")
     token = _client_token(settings)
     try:
-        check_spec_text(spec_text, content_type=content_type)
+        if names_extensions(spec_text, content_type):
+            # The server imports and checks the plugins in a child process; the CLI sends their files.
+            spec_text = inline_plugins(spec_text, content_type, spec.resolve().parent)
+            content_type = "application/json"
+            token = plugin_token_or_fail(settings)
+        else:
+            check_spec_text(spec_text, content_type=content_type)
         if token is None:
             raise CliError(
                 f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
@@ -484,6 +497,9 @@ def token(
         help="print the password of the local MLflow's user instead (the user: MLFLOW_TRACKING_USERNAME, "
         "default normlab), for its UI's sign-in or `curl -u`",
     ),
+    plugin: bool = typer.Option(
+        False, "--plugin", help="print the plugin token instead: the right to submit studies that run plugins"
+    ),
     ray: bool = typer.Option(
         False,
         "--ray",
@@ -500,6 +516,12 @@ def token(
         return
     if ray:
         _print_ray_token(settings)
+        return
+    if plugin:
+        try:
+            print(plugin_token_or_fail(settings))
+        except CliError as error:
+            raise _fail(error) from None
         return
     found = read_api_token(settings)
     if found is None:

@@ -18,15 +18,20 @@ whole path a study's submission takes and starts nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shlex
 import signal
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import httpx
 
+from normlab.loading import PluginSource, write_package
 from service.orchestration.ports import ClusterUnreachableError, DispatchError, JobNotFoundError, JobState
 
 __all__ = [
@@ -109,13 +114,14 @@ class RayJobDispatcher:
             return job_id
         entrypoint = f"{shlex.quote(self.python)} -m workers.driver --study-id {shlex.quote(study_id)}"
         try:
-            client.submit_job(
-                entrypoint=entrypoint,
-                submission_id=job_id,
-                runtime_env={"env_vars": dict(self.driver_env)},
-                entrypoint_num_cpus=self.entrypoint_num_cpus,
-                metadata={"normlab_study_id": study_id, "normlab_attempt": str(attempt)},
-            )
+            with shipped_plugins(spec) as py_modules:
+                client.submit_job(
+                    entrypoint=entrypoint,
+                    submission_id=job_id,
+                    runtime_env=_runtime_env(self.driver_env, py_modules),
+                    entrypoint_num_cpus=self.entrypoint_num_cpus,
+                    metadata={"normlab_study_id": study_id, "normlab_attempt": str(attempt)},
+                )
         except Exception as exc:
             if self._job_exists(client, job_id):  # lost a race with another submitter: same job, fine
                 return job_id
@@ -287,3 +293,24 @@ def _killing_signal(exit_code: object) -> str | None:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def _runtime_env(driver_env: Mapping[str, str], py_modules: list[str]) -> dict[str, Any]:
+    env: dict[str, Any] = {"env_vars": dict(driver_env)}
+    if py_modules:
+        env["py_modules"] = py_modules  # the study's plugins: Ray ships them to every node its job reaches
+    return env
+
+
+@contextlib.contextmanager
+def shipped_plugins(spec: Mapping | None) -> Iterator[list[str]]:
+    """The study's stored plugins written as packages into a temporary directory, for `py_modules`
+    (Ray uploads them when the job is submitted, so the directory goes once it is). An installed
+    plugin (an entry point) is not shipped: it must be installed on every node."""
+    entries = [e for e in (spec or {}).get("plugins") or () if e.get("files") and not e.get("distribution")]
+    if not entries:
+        yield []
+        return
+    with tempfile.TemporaryDirectory(prefix="normlab-ship-") as root:
+        sources = [PluginSource.from_json({**e, "ref": e.get("path", "")}) for e in entries]
+        yield [str(write_package(source, Path(root))) for source in sources]

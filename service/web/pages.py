@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from service.api.compare import compare_studies
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import NoResultsError
+from service.api.extensions import studies_visible
 from service.api.load_shedding import DatabaseGate
 from service.api.mlflow_links import mlflow_sign_in_user
 from service.api.results import ResultsSelection, choose_results, results_table
@@ -126,7 +127,8 @@ def _home_data(session: Session, *, search: StudySearch) -> tuple[list[StudyView
 async def study_page_route(
     request: Request, study_id: StorableText, database: DatabaseDep, settings: SettingsDep
 ) -> Response:
-    page = await _study_page(study_id, database, settings)
+    async with studies_visible(database, study_ids=[study_id]):
+        page = await _study_page(study_id, database, settings)
     if page is None:
         return _not_found(request, f"No study has the id {study_id!r}.")
     return render(request, "study.html", {"page": page, "study": page.study, "poll_ms": POLL_INTERVAL_MS})
@@ -138,7 +140,8 @@ async def study_sections(
 ) -> Response:
     """The study page below its head (links, attempts, trials, curves), which its script swaps in while
     the study runs."""
-    page = await _study_page(study_id, database, settings)
+    async with studies_visible(database, study_ids=[study_id]):
+        page = await _study_page(study_id, database, settings)
     if page is None:
         return _not_found(request, f"No study has the id {study_id!r}.")
     return render(request, "_study_sections.html", {"page": page, "study": page.study})

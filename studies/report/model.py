@@ -79,6 +79,8 @@ class Provenance:
     mlflow_experiment_id: str | None = None
     mlflow_experiment_url: str | None = None  # the experiment in the MLflow UI (its training view)
     ray_job_id: str | None = None
+    # Each plugin the study ran: "<path> sha256 <hash> (package <name>)"; its files are in `spec`.
+    plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

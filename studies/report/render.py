@@ -300,6 +300,7 @@ def provenance_items(report: StudyReportData) -> list[tuple[str, str, str | None
         ("NormLab", f"{p.normlab_version} (git {p.git_revision})"),
         ("packages", ", ".join(f"{k} {v}" for k, v in p.packages.items()) or DASH),
     ]
+    items.extend(("plugin", plugin) for plugin in p.plugins)
     if p.mlflow_experiment_id:
         items.append(("MLflow experiment", p.mlflow_experiment_id))
     if p.ray_job_id:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from studies.datasets import DATASET_CORRUPTIONS, DATASET_METRICS
+from studies.datasets import corruption_datasets, dataset_corruptions, dataset_family, dataset_metric
 from studies.knobs import DEFAULT_T_FREEZE, KNOB_MODEL_FIELDS, KNOBS, Knob, freeze_fits
 from studies.limits import StudyLimits
 from studies.spec.distributions import (
@@ -24,13 +24,13 @@ from studies.spec.distributions import (
 from studies.spec.fail import Fail
 from studies.spec.names import (
     _BACKBONE_FAMILY,
-    _DATASET_FAMILY,
     _FAMILY_MODELS,
     _RESERVED_MODEL_FIELDS,
     DATASET_TASK_FIELDS,
     MODEL_CONFIG_FIELDS,
 )
 from studies.spec.rules_model import model_shape_is_possible, trial_fits_its_memory
+from studies.spec.rules_plugins import plugin_layers_stack
 from studies.spec.rules_sequential import sequential_design_fits_the_study
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def rule_errors(spec: StudySpec, limits: StudyLimits | None) -> list[InitErrorDe
 
 def model_fits_dataset(spec: StudySpec, fail: Fail) -> None:
     """A preset must be a backbone of the dataset's data family (image, text, tabular)."""
-    family = _DATASET_FAMILY[spec.dataset]
+    family = dataset_family(spec.dataset)
     if spec.model.preset is not None:
         model_family = _BACKBONE_FAMILY[spec.model.backbone(spec.dataset)]
         if model_family != family:
@@ -145,7 +145,7 @@ def reference_and_paper_numbers_name_study_methods(spec: StudySpec, fail: Fail) 
         if method not in spec.methods:
             fail(("paper_numbers", method), "method_not_in_study", f"'{method}' is not in methods", method)
             continue
-        problem = _paper_number_problem(DATASET_METRICS[spec.dataset][0], value)
+        problem = _paper_number_problem(dataset_metric(spec.dataset), value)
         if problem is not None:
             fail(("paper_numbers", method), "paper_number_unit", problem, value)
 
@@ -252,14 +252,14 @@ def knobs_fit_the_model(spec: StudySpec, fail: Fail) -> None:
 
 def check_data_options(spec: StudySpec, fail: Fail) -> None:
     """Corruption options need a corruption dataset, and names that dataset can build."""
-    known = DATASET_CORRUPTIONS.get(spec.dataset)
-    if known is None:
+    known = dataset_corruptions(spec.dataset)
+    if not known:
         for field, value in spec.data.trial_config().items():
             fail(
                 ("data", field),
                 "no_corruption_sets",
                 f"dataset '{spec.dataset}' has no corruption eval sets; data.{field} applies to "
-                f"{', '.join(DATASET_CORRUPTIONS)}",
+                f"{', '.join(corruption_datasets())}",
                 value,
             )
         return
@@ -351,13 +351,13 @@ def check_knob(
     problem = _check_distribution(knob, dist)
     if problem is not None:
         fail(loc, "knob_out_of_range", problem, dist.model_dump())
-    elif knob_name in _IMAGE_ONLY_KNOBS and _DATASET_FAMILY[spec.dataset] != "image" and _can_enable(dist):
+    elif knob_name in _IMAGE_ONLY_KNOBS and dataset_family(spec.dataset) != "image" and _can_enable(dist):
         # The trial would only fail when it starts; say so before anything runs.
         fail(
             loc,
             "image_only_knob",
             f"knob '{knob_name}' transforms images, but dataset '{spec.dataset}' holds "
-            f"{_DATASET_FAMILY[spec.dataset]} data; remove it (or set it to {_IMAGE_ONLY_KNOBS[knob_name]!r})",
+            f"{dataset_family(spec.dataset)} data; remove it (or set it to {_IMAGE_ONLY_KNOBS[knob_name]!r})",
             dist.model_dump(),
         )
     elif spec.kind == "compare" and isinstance(dist, Grid):
@@ -471,4 +471,5 @@ RULES: tuple[Callable[[StudySpec, Fail], None], ...] = (
     sequential_design_fits_the_study,
     check_freeze_schedule,
     check_data_options,
+    plugin_layers_stack,
 )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import (
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -15,9 +18,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from normlab import REGISTRY, Record
 from studies.convergence import Convergence
-from studies.datasets import KNOWN_DATASETS
-from studies.methods import METHODS
+from studies.methods import known_methods
 from studies.records import row_label
 from studies.spec.distributions import (
     Distribution,
@@ -30,6 +33,7 @@ from studies.spec.distributions import (
 )
 from studies.spec.integers import Integer, integral_to_int
 from studies.spec.names import DEFAULT_NUM_SAMPLES
+from studies.spec.plugins import PluginEntry, plugin_records
 from studies.spec.rules import _default_tune_seed, rule_errors
 from studies.spec.sections import (
     Budget,
@@ -40,6 +44,7 @@ from studies.spec.sections import (
     SchedulerSpec,
     SequentialDesign,
 )
+from studies.spec.user_data import UserDataset
 from studies.trial_config import FINAL_PHASE, GRID_PHASE
 
 
@@ -86,6 +91,36 @@ class StudySpec(_Strict):
     # The level the reference must reach before the report gives a verdict, with its source; None: the
     # catalog's level for the dataset when the study tests a claim, else unchecked (the report says so).
     convergence: Convergence | None = None
+    # User code the study runs (studies.spec.plugins): its methods, knobs and datasets count as known.
+    plugins: list[PluginEntry] = Field(default_factory=list)
+    # Datasets read from the cluster's own files (studies.spec.user_data); `dataset` may name one.
+    user_datasets: list[UserDataset] = Field(default_factory=list)
+
+    # The records the study's plugins provide, as facts (no code): what plugins_visible() shows.
+    _plugin_records: list[Record] = PrivateAttr(default_factory=list)
+
+    def extensions(self) -> dict[str, Any]:
+        """What a trial and the driver import and register before anything else (workers.plugins.activate):
+        the plugins' stored source and the user datasets; empty for a study with neither."""
+        if not self.plugins and not self.user_datasets:
+            return {}
+        return {
+            "plugins": [p.model_dump(exclude={"provides", "checks"}) for p in self.plugins],
+            "user_datasets": [d.model_dump() for d in self.user_datasets],
+        }
+
+    def unstackable_methods(self) -> list[str]:
+        """The methods whose norm layer torch.func cannot stack (a plugin's that says so or failed that
+        check): their seeds train one per trial."""
+        with self.plugins_visible():
+            norms = {m: REGISTRY.norms.find(REGISTRY.methods.get(m).norm) for m in self.methods}
+        return [m for m, norm in norms.items() if norm is not None and not norm.supports_functional]
+
+    @contextlib.contextmanager
+    def plugins_visible(self) -> Iterator[None]:
+        """Within the block, the registry knows this study's plugin records (as facts, without code)."""
+        with REGISTRY.overlay(self._plugin_records):
+            yield
 
     @model_validator(mode="before")
     @classmethod
@@ -110,27 +145,36 @@ class StudySpec(_Strict):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, dataset: str) -> str:
-        if dataset not in KNOWN_DATASETS:
+        if dataset not in REGISTRY.datasets:
             raise PydanticCustomError(
                 "unknown_dataset",
                 "unknown dataset '{dataset}'; known datasets: {known}",
-                {"dataset": dataset, "known": ", ".join(KNOWN_DATASETS)},
+                {"dataset": dataset, "known": ", ".join(REGISTRY.datasets.names())},
             )
         return dataset
 
     @field_validator("methods")
     @classmethod
     def _known_unique_methods(cls, methods: list[str]) -> list[str]:
-        unknown = [m for m in methods if m not in METHODS]
+        known = known_methods()
+        unknown = [m for m in methods if m not in known]
         if unknown:
             raise PydanticCustomError(
                 "unknown_method",
                 "unknown method(s) {unknown}; known methods: {known}",
-                {"unknown": ", ".join(unknown), "known": ", ".join(METHODS)},
+                {"unknown": ", ".join(unknown), "known": ", ".join(known)},
             )
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods must be unique, got {methods}")
         return methods
+
+    @field_validator("user_datasets")
+    @classmethod
+    def _unique_user_datasets(cls, declared: list[UserDataset]) -> list[UserDataset]:
+        names = [d.name for d in declared]
+        if len(set(names)) != len(names):
+            raise ValueError(f"user_datasets must have unique names, got {names}")
+        return declared
 
     @field_validator("search", mode="before")
     @classmethod
@@ -251,6 +295,19 @@ class StudySpec(_Strict):
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_plugin_records(cls, data: Any, handler: ModelWrapValidatorHandler[StudySpec]) -> StudySpec:
+        # Every field and rule sees the plugins' records, so stored studies validate the same way wherever
+        # they are read. Defined after the other model validators, so that it wraps them all.
+        records = plugin_records(data)
+        if not records:
+            return handler(data)
+        with REGISTRY.overlay(records):
+            spec = handler(data)
+        spec._plugin_records = records
+        return spec
 
     @property
     def tune_seed(self) -> int:

@@ -11,6 +11,7 @@ from studies.store._attempts import end_attempt, record_attempt, record_submit_f
 from studies.store._curves import StudyCurves, TrialCurve, study_curves
 from studies.store._delete import delete_study
 from studies.store._epochs import record_trial_epoch, study_histories, trial_history
+from studies.store._extensions import extension_records, records_of_studies
 from studies.store._looks import record_look, sequential_summary, study_looks, study_sequential
 from studies.store._notifications import mark_announced, studies_to_announce
 from studies.store._studies import (
@@ -115,6 +116,7 @@ __all__ = [
     "create_study_once",
     "delete_study",
     "end_attempt",
+    "extension_records",
     "fill_trial_mlflow_run",
     "get_study",
     "list_studies",
@@ -131,6 +133,7 @@ __all__ = [
     "record_submit_failure",
     "record_trial",
     "record_trial_epoch",
+    "records_of_studies",
     "remove_tags",
     "sequential_summary",
     "session_scope",

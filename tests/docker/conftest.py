@@ -89,6 +89,10 @@ class RunningStack:
         return self.variables["NORMLAB_API_TOKEN"]
 
     @property
+    def plugin_token(self) -> str:
+        return self.variables["NORMLAB_PLUGIN_TOKEN"]
+
+    @property
     def ray_token(self) -> str:
         return self.variables["NORMLAB_RAY_AUTH_TOKEN"]
 
@@ -99,6 +103,9 @@ def stack_variables() -> dict[str, str]:
         "POSTGRES_PASSWORD": secrets.token_hex(16),
         "NORMLAB_RAY_AUTH_TOKEN": secrets.token_hex(32),
         "NORMLAB_API_TOKEN": secrets.token_hex(16),
+        # The operator's opt-in to plugins, and the token a study that names one is sent with.
+        "NORMLAB_ALLOW_PLUGINS": "true",
+        "NORMLAB_PLUGIN_TOKEN": secrets.token_hex(16),
         "MLFLOW_TRACKING_USERNAME": "normlab",
         "MLFLOW_TRACKING_PASSWORD": secrets.token_hex(16),
         "NORMLAB_CPU_WORKERS": str(WORKERS),

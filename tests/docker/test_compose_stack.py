@@ -87,6 +87,39 @@ def submit(running: RunningStack, spec_text: str) -> dict[str, Any]:
     return submit_spec_text(running.api_url, running.api_token, spec_text, content_type="application/yaml")
 
 
+# ------------------------------------------------------------------------------------ plugin study
+
+PLUGIN_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
+
+
+def test_a_plugin_study_runs_on_the_workers_without_an_image_rebuild(compose_stack):
+    """The RMSNorm example: its source is sent with the spec and shipped to the workers by Ray, not baked
+    into the image (no file of it is in the image: the example folder is not copied)."""
+    spec = yaml.safe_load((PLUGIN_EXAMPLES / "rmsnorm_study.yaml").read_text())
+    spec["plugins"] = [
+        {"path": "rmsnorm.py", "files": {"__init__.py": (PLUGIN_EXAMPLES / "rmsnorm.py").read_text()}}
+    ]
+    spec["budget"] = {**spec["budget"], "epochs": 2}
+    with compose_stack.clock.phase("plugin study"):
+        study = submit_spec_text(
+            compose_stack.api_url,
+            compose_stack.plugin_token,
+            json.dumps(spec),
+            content_type="application/json",
+        )
+        final = wait_for_study(compose_stack, study["id"], timeout=900)
+    assert final["status"] == "succeeded", (
+        f"{final['status']}: {final.get('error')}\n{compose_stack.stack.all_logs()}"
+    )
+    records = tune_records(compose_stack, study["id"])
+    assert {row["hostname"] for rows in records.values() for row in rows} <= set(
+        worker_hostnames(compose_stack)
+    )
+    with ApiClient(compose_stack.api_url) as api:
+        results = api.json("GET", f"/results/digits?study={study['id']}")
+    assert {row["method"] for row in results["rows"]} == {"rmsnorm", "frozen_ln", "dyt"}
+
+
 # ------------------------------------------------------------------------------------ quick study
 
 

@@ -25,6 +25,8 @@ from studies.store import list_trials, make_engine, session_scope
 
 REPO = Path(__file__).resolve().parents[2]
 API_TOKEN = "e2e-" + uuid.uuid4().hex
+# The stacks these tests start accept plugins (tests/e2e/test_plugin_study.py), sent with this token.
+PLUGIN_TOKEN = "e2e-plugin-" + uuid.uuid4().hex
 # The MLflow user of every stack these tests start, given as the API token is, so that the tests' own MLflow
 # clients (which read these variables) can look at what trials logged. A stack that generates its own:
 # tests/service/stack/test_local_stack.py.
@@ -51,6 +53,9 @@ class RunningService:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def plugin_auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {PLUGIN_TOKEN}"}
+
     def tune_trial_configs(self, study_id: str) -> list[dict]:
         """The config Tune ran each trial of the study with (its params.json in Tune's storage)."""
         paths = sorted((self.data_dir / "ray_results" / study_id).glob("*/*/params.json"))
@@ -67,7 +72,12 @@ class RunningService:
 
 
 def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
-    return {**private_serve_environment(data_dir, ray_temp, api_token=API_TOKEN), **MLFLOW_CREDENTIALS}
+    return {
+        **private_serve_environment(data_dir, ray_temp, api_token=API_TOKEN),
+        **MLFLOW_CREDENTIALS,
+        "NORMLAB_ALLOW_PLUGINS": "true",
+        "NORMLAB_PLUGIN_TOKEN": PLUGIN_TOKEN,
+    }
 
 
 @pytest.fixture(scope="module", autouse=True)

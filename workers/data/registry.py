@@ -1,13 +1,22 @@
 """The dataset registry: DATASETS (what exists, from workers.data.catalog) and get_dataset (ready tensors,
-memoised per process)."""
+memoised per process).
+
+A name the catalog does not build is built from its normlab.REGISTRY record's `build(split_seed)`: a coded
+plugin's dataset (normlab.plugin.dataset) or a dataset from the user's files
+(workers.data.user_files.register_user_dataset), through workers.data.arrays."""
 
 from __future__ import annotations
 
 import functools
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 
+from normlab.arrays import ArrayDataset
+from normlab.records import Dataset
+from normlab.registry import REGISTRY as RECORDS
 from workers.data import builders
+from workers.data.arrays import CheckedArrays, bundle_from_record
 from workers.data.bundle import DatasetBundle
 from workers.data.catalog import (
     CORRUPTION_SOURCES,
@@ -45,7 +54,43 @@ def _lookup(name: str) -> DatasetEntry:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown dataset {name!r}; registered: {sorted(REGISTRY)}") from None
+        built = [record.name for record in RECORDS.datasets if record.build is not None]
+        raise KeyError(f"unknown dataset {name!r}; registered: {sorted({*REGISTRY, *built})}") from None
+
+
+def _buildable(name: str) -> Dataset | None:
+    """The registry record of a dataset the catalog does not build, where it has a builder."""
+    if name in REGISTRY:
+        return None
+    record = RECORDS.datasets.find(name)
+    return record if record is not None and record.build is not None else None
+
+
+# Bundles of registered (plugin, user-file) datasets, by (name, split seed), with the record they were built
+# from: a record registered again under the name (another plugin version, a test) is built afresh.
+_REGISTERED_BUNDLES: OrderedDict[tuple[str, int], tuple[Dataset, DatasetBundle]] = OrderedDict()
+_REGISTERED_KEPT = 4
+
+
+def _registered_bundle(record: Dataset, split_seed: int) -> DatasetBundle:
+    key = (record.name, split_seed)
+    cached = _REGISTERED_BUNDLES.get(key)
+    if cached is not None and cached[0] is record:
+        _REGISTERED_BUNDLES.move_to_end(key)
+        return cached[1]
+    assert record.build is not None
+    arrays = record.build(split_seed)
+    if not isinstance(arrays, (ArrayDataset, CheckedArrays)):
+        raise TypeError(
+            f"dataset {record.name!r} ({record.source}): build(split_seed) returned {type(arrays).__name__}; "
+            "it must return a normlab.arrays.ArrayDataset"
+        )
+    origin = record.source if record.source.startswith("user_files:") else f"plugin:{record.source}"
+    bundle = bundle_from_record(record, arrays, split_seed=split_seed, source=origin)
+    _REGISTERED_BUNDLES[key] = (record, bundle)
+    while len(_REGISTERED_BUNDLES) > _REGISTERED_KEPT:
+        _REGISTERED_BUNDLES.popitem(last=False)
+    return bundle
 
 
 @functools.lru_cache(maxsize=4)
@@ -132,7 +177,17 @@ def get_dataset(
     brightness) and `severities` (each 1..5, default (3,); `severity=k` is shorthand for `severities=[k]`).
     With one severity the eval sets are named by corruption, with several `<corruption>_s<severity>`.
     Results are memoised per process: repeated calls return the same (read-only) bundle.
+
+    A dataset the catalog does not build is built from its normlab.REGISTRY record (a plugin's builder,
+    the user's files); such a dataset has no corruption eval sets and reads nothing from `root`.
     """
+    record = _buildable(name)
+    if record is not None:
+        if corruptions or severities or severity is not None:
+            raise ValueError(
+                f"dataset {name!r} has no corruption eval sets (corruption datasets: {sorted(DATASET_CORRUPTIONS)})"
+            )
+        return _registered_bundle(record, int(split_seed))
     entry = _lookup(name)
     if severity is not None:
         if severities is not None:
@@ -181,3 +236,4 @@ def _checked_severities(severities: Sequence[int]) -> tuple[int, ...]:
 def clear_memory_cache() -> None:
     """Forget memoised bundles (tests that change NORMLAB_* between calls; freeing memory)."""
     _build_bundle.cache_clear()
+    _REGISTERED_BUNDLES.clear()

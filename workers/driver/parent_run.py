@@ -106,6 +106,7 @@ def _describe_parent_run(client: MlflowClient, run_id: str, spec: dict[str, Any]
     versions = package_versions()
     client.log_dict(run_id, spec, "study_spec.json")
     client.log_dict(run_id, versions, "environment.json")
+    _log_plugins(client, run_id, spec)
     # One request for every tag and the param: each is a round trip the study's first trials wait for.
     tags = {"normlab.git_revision": git_revision()} | {
         f"normlab.version.{package}": version for package, version in versions.items()
@@ -116,6 +117,18 @@ def _describe_parent_run(client: MlflowClient, run_id: str, spec: dict[str, Any]
         tags=[RunTag(key, value) for key, value in tags.items()],
         synchronous=True,
     )
+
+
+def _log_plugins(client: MlflowClient, run_id: str, spec: dict[str, Any]) -> None:
+    """Each plugin's source as the study stored it, under plugins/<package>/, and what it registered."""
+    for entry in spec.get("plugins") or ():
+        folder = f"plugins/{entry['package']}"
+        for name, text in (entry.get("files") or {}).items():
+            client.log_text(run_id, text, f"{folder}/{name}")
+        manifest = {
+            k: entry.get(k) for k in ("path", "entry_point", "sha256", "package", "distribution", "provides")
+        }
+        client.log_dict(run_id, manifest, f"{folder}/plugin.json")
 
 
 def _terminate_quietly(client: MlflowClient, run_id: str, status: str) -> None:

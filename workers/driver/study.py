@@ -28,8 +28,9 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from sqlalchemy.engine import Engine
 
+from normlab import REGISTRY
 from studies.sequential import monitor_for
-from studies.spec import DATASET_METRICS, Fixed, StudySpec
+from studies.spec import Fixed, StudySpec
 from studies.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
@@ -53,6 +54,7 @@ from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
 from workers.driver.trial_configs import StudyTrialConfigs
 from workers.driver.trial_errors import NoTrialSucceededError, study_error
+from workers.plugins.activate import activate_extensions, stored_extensions
 from workers.settings import WorkerSettings
 from workers.tracking.spool import SPOOL_DIR_NAME
 from workers.trials.entry import study_trial
@@ -85,8 +87,8 @@ class MetricInfo:
 def dataset_metric(dataset: str) -> MetricInfo:
     # studies.datasets' metric table, which the data registry reads too: the driver process never imports
     # torch (workers.data), which would cost every study seconds of start-up.
-    name, higher_is_better = DATASET_METRICS[dataset]
-    return MetricInfo(name=name, higher_is_better=higher_is_better)
+    record = REGISTRY.datasets.get(dataset)  # a plugin's or a user dataset's too, once activated
+    return MetricInfo(name=record.metric, higher_is_better=record.higher_is_better)
 
 
 def run_study(study_id: str, ctx: DriverContext) -> None:
@@ -98,6 +100,8 @@ def run_study(study_id: str, ctx: DriverContext) -> None:
         log.info("study %s is already %s; nothing to do", study_id, study.status)
         return
     try:
+        # The stored source, not the user's path: a resumed study runs exactly what was submitted.
+        activate_extensions(stored_extensions(study.spec), data_builders=False)
         spec = StudySpec.model_validate(study.spec)
         with session_scope(ctx.engine) as session:
             set_study_status(session, study_id=study_id, status=StudyStatus.RUNNING)
@@ -292,7 +296,8 @@ def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
     return plan_trials(
         cpu=spec.resources.cpu,
         gpu=spec.resources.gpu,
-        seeds_per_trial=spec.resources.seeds_per_trial,
+        # A plugin's layer torch.func cannot stack trains one seed per trial (the spec refuses more).
+        seeds_per_trial=1 if spec.unstackable_methods() else spec.resources.seeds_per_trial,
         compile_mode=spec.budget.compile,
         num_seeds=len(spec.seeds),
         cluster_gpus=float(ray.cluster_resources().get("GPU", 0.0)),

@@ -68,6 +68,7 @@ class StudyTrialConfigs:
             Key.MLFLOW_EXPERIMENT_ID: mlflow_experiment_id,
             Key.MLFLOW_PARENT_RUN_ID: mlflow_parent_run_id,
             Key.MLFLOW_SPOOL_DIR: mlflow_spool_dir,
+            **({Key.EXTENSIONS: extensions} if (extensions := spec.extensions()) else {}),
         }
 
     @property

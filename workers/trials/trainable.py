@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from studies.trial_config import PER_SEED, Key, checkpoint_every_s_of, one_seed_config
+from workers.plugins.activate import activate_extensions
 from workers.tracking.delivery import start_spool_delivery
 from workers.tracking.tracker import TrialTracker, close_trackers, tracker_from_trial_config
 from workers.training import CHECKPOINT_FILE, TrainConfig, load_checkpoint, run_training
@@ -77,6 +78,9 @@ def run_trial(
     `settle()`, which waits until it has (raising SystemExit to stop). It is called before the next
     checkpoint overwrites the reported one, and before the trial's MLflow runs close: an epoch is logged to
     MLflow only once Tune has let the trial go on past the one before it."""
+    activate_extensions(
+        config.get(Key.EXTENSIONS)
+    )  # a plugin's norms and datasets, before the model and data
     batched = len(config.get(Key.SEED_TRIAL_KEYS) or {}) > 1
     trial = _seed_batch(config, device, num_threads) if batched else _one_seed(config, device, num_threads)
     checkpoint_every_s = checkpoint_every_s_of(config)

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 
 from service.api.deps import DatabaseDep
 from service.api.errors import error_responses
+from service.api.extensions import studies_visible
 from service.api.results import ResultsSelection, results_table
 from service.api.routes.results_query import (
     AdjustQuery,
@@ -65,29 +66,30 @@ async def read_figure(
 ) -> Response:
     """`name`: a figure id of the results page (`forest_plot`, always there); the 404 for another lists
     them. The query parameters are /results' own."""
-    chosen, evidence, tuning_trials = await database.read(
-        partial(
-            read_selection,
-            dataset=dataset,
-            study_ids=split_ids(study),
-            metric=metric,
-            confidence=confidence,
-            # The forest plot needs the table alone; any other name needs what the page's figures show.
-            with_evidence=name != FOREST_PLOT,
-            pool=pool,
+    async with studies_visible(database, dataset=dataset):
+        chosen, evidence, tuning_trials = await database.read(
+            partial(
+                read_selection,
+                dataset=dataset,
+                study_ids=split_ids(study),
+                metric=metric,
+                confidence=confidence,
+                # The forest plot needs the table alone; any other name needs what the page's figures show.
+                with_evidence=name != FOREST_PLOT,
+                pool=pool,
+            )
         )
-    )
-    return await run_in_threadpool(
-        _render,
-        chosen,
-        evidence,
-        tuning_trials,
-        name=name,
-        format=format,
-        reference=reference,
-        confidence=confidence,
-        adjust=adjust,
-    )
+        return await run_in_threadpool(
+            _render,
+            chosen,
+            evidence,
+            tuning_trials,
+            name=name,
+            format=format,
+            reference=reference,
+            confidence=confidence,
+            adjust=adjust,
+        )
 
 
 def _render(

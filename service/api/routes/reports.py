@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
+from service.api.extensions import studies_visible
 from service.api.reports import study_report
 from service.api.routes.text import NamedText, StorableText
 from studies.report import StudyReport
@@ -41,15 +42,16 @@ async def read_report(
 ) -> Response:
     """`claim` judges the study against another claim it serves (one that shares the spec's claim's
     study, e.g. vision_gates_collapse_to_ln on the CIFAR-10 study); default: the spec's own claim."""
-    report = await database.read(
-        partial(
-            study_report,
-            study_id=study_id,
-            claim_id=claim,
-            mlflow_tracking_uri=settings.mlflow_ui_url,
+    async with studies_visible(database, study_ids=[study_id]):
+        report = await database.read(
+            partial(
+                study_report,
+                study_id=study_id,
+                claim_id=claim,
+                mlflow_tracking_uri=settings.mlflow_ui_url,
+            )
         )
-    )
-    return await run_in_threadpool(_render, report, format)
+        return await run_in_threadpool(_render, report, format)
 
 
 def _render(report: StudyReport, format: str) -> Response:

@@ -33,6 +33,7 @@ from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
 from service.api.export_links import with_export_links
+from service.api.extensions import studies_visible
 from service.api.results import ResultsSelection, mlflow_run_links, results_table
 from service.api.routes.results_query import (
     AdjustQuery,
@@ -84,30 +85,31 @@ async def read_results(
     adjust: AdjustQuery = "holm",
     pool: PoolQuery = False,
 ) -> Response:
-    chosen, evidence, tuning_trials = await database.read(
-        partial(
-            read_selection,
-            dataset=dataset,
-            study_ids=split_ids(study),
-            metric=metric,
-            confidence=confidence,
-            with_evidence=format in ("json", "html"),
-            pool=pool,
+    async with studies_visible(database, dataset=dataset):
+        chosen, evidence, tuning_trials = await database.read(
+            partial(
+                read_selection,
+                dataset=dataset,
+                study_ids=split_ids(study),
+                metric=metric,
+                confidence=confidence,
+                with_evidence=format in ("json", "html"),
+                pool=pool,
+            )
         )
-    )
-    return await run_in_threadpool(
-        _render,
-        chosen,
-        evidence,
-        tuning_trials,
-        format=format,
-        reference=reference,
-        confidence=confidence,
-        adjust=adjust,
-        mlflow_tracking_uri=str(settings.mlflow_ui_url),
-        # The page's export line asks for the table and its figures with the page's own parameters.
-        query=[(key, value) for key, value in request.query_params.multi_items() if key != "format"],
-    )
+        return await run_in_threadpool(
+            _render,
+            chosen,
+            evidence,
+            tuning_trials,
+            format=format,
+            reference=reference,
+            confidence=confidence,
+            adjust=adjust,
+            mlflow_tracking_uri=str(settings.mlflow_ui_url),
+            # The page's export line asks for the table and its figures with the page's own parameters.
+            query=[(key, value) for key, value in request.query_params.multi_items() if key != "format"],
+        )
 
 
 def _render(

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from normlab.loading import changed_on_disk
 from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import StudySpec
 from studies.store import AttemptView, DeletedStudy, StudyStatus, StudyView, SubmitFailureView, TrialView
@@ -123,6 +124,8 @@ class StudyOut(BaseModel):
     phase: str | None = None
     links: StudyLinks
     spec: dict[str, Any]  # the validated spec, defaults filled in
+    # The study's plugins as stored (studies.spec.plugins): what each is and whether its path changed since.
+    plugins: list[PluginOut] = []
     tags: list[str] = []  # in alphabetical order; PUT /studies/{id}/tags sets them
     sequential: SequentialSummary | None = Field(
         None,
@@ -154,11 +157,38 @@ class StudyOut(BaseModel):
         fields = {
             name: getattr(study, name)
             for name in cls.model_fields
-            if name not in ("links", "phase", "sequential")
+            if name not in ("links", "phase", "sequential", "plugins")
         }
         phase = study_phase(study, sequential)
+        plugins = [PluginOut.of(entry) for entry in study.spec.get("plugins") or ()]
         return cls.model_validate(
-            {**fields, "links": links, "phase": phase, "sequential": sequential}, from_attributes=True
+            {**fields, "links": links, "phase": phase, "sequential": sequential, "plugins": plugins},
+            from_attributes=True,
+        )
+
+
+class PluginOut(BaseModel):
+    """One plugin of a study: where it came from, the hash of the source it runs, what it registered."""
+
+    ref: str
+    sha256: str | None
+    package: str | None
+    distribution: str | None = None
+    provides: dict[str, list[str]]  # section -> the names it registered
+    changed_on_disk: str | None = None  # the sentence saying its path holds other source now
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> PluginOut:
+        provides = entry.get("provides") or {}
+        return cls(
+            ref=entry.get("path") or f"entry_point:{entry.get('entry_point')}",
+            sha256=entry.get("sha256"),
+            package=entry.get("package"),
+            distribution=entry.get("distribution"),
+            provides={
+                section: [r["name"] for r in records] for section, records in provides.items() if records
+            },
+            changed_on_disk=changed_on_disk(entry),
         )
 
 

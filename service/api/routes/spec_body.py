@@ -15,6 +15,7 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from service.api.errors import InvalidSpecError, SpecTooLargeError
+from service.api.plugins import check_plugins, plugin_permission
 from service.api.routes.text import text_problem
 from service.settings import Settings
 from studies.spec import SpecFormatError, StudySpec, UnsupportedContentTypeError, parse_spec_text
@@ -43,7 +44,9 @@ def spec_request_body(description: str) -> dict[str, Any]:
 
 
 async def read_spec(request: Request, settings: Settings) -> StudySpec:
-    """Parse and validate the body by its content type, with the server's study limits."""
+    """Parse and validate the body by its content type, with the server's study limits. A spec naming
+    plugins or user datasets needs the plugin right, and they are checked in a child process first
+    (service.api.plugins)."""
     content_type = request.headers.get("content-type")
     _refuse_plain_text(content_type)
     body = await _read_capped(request, settings.max_spec_bytes)
@@ -55,6 +58,10 @@ async def read_spec(request: Request, settings: Settings) -> StudySpec:
     problems = json_problems(data)
     if problems:
         raise InvalidSpecError(problems)
+    if isinstance(data, dict) and (data.get("plugins") or data.get("user_datasets")):
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip() or None
+        plugin_permission(data, settings=settings, bearer=bearer, plugin_token=request.app.state.plugin_token)
+        data = await check_plugins(data, settings)
     try:
         # Strict, in JSON mode: types hold as the published schema writes them (`false` is no integer,
         # "5" no number), where lax mode would store a coerced value the client never sent.
