@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 import yaml
 from markupsafe import Markup
 
+from normlab.loading import changed_on_disk
 from service.api.mlflow_links import mlflow_ui_url
 from service.api.routes.schemas import study_phase
 from service.web.plan_view import PlanBeside
@@ -194,6 +195,34 @@ class StudyPage:
     completeness: CompletenessView | None = None
     mlflow_user: str | None = None  # whom MLflow's UI asks to sign in as (None: it asks nothing)
     plan: PlanBeside | None = None  # its plan before launch beside what it spent (service.web.plan_view)
+    plugins: tuple[PluginRow, ...] = ()  # the user code it runs (studies.spec.plugins)
+
+
+@dataclass(frozen=True)
+class PluginRow:
+    ref: str
+    sha256: str
+    provides: str  # "methods rmsnorm; knobs rms_eps"
+    changed: str | None  # the sentence saying its path holds other source now
+
+
+def plugin_rows(spec: Mapping[str, Any]) -> tuple[PluginRow, ...]:
+    rows = []
+    for entry in spec.get("plugins") or ():
+        provides = entry.get("provides") or {}
+        rows.append(
+            PluginRow(
+                ref=entry.get("path") or f"entry_point:{entry.get('entry_point')}",
+                sha256=str(entry.get("sha256") or ""),
+                provides="; ".join(
+                    f"{section} {', '.join(r['name'] for r in records)}"
+                    for section, records in provides.items()
+                    if records
+                ),
+                changed=changed_on_disk(entry),
+            )
+        )
+    return tuple(rows)
 
 
 def ray_job_url(dashboard_url: str, job_id: str) -> str:
@@ -276,6 +305,7 @@ def study_page(
             sequential=sequential,
         ),
         spec_yaml=yaml.safe_dump(dict(study.spec), sort_keys=False),
+        plugins=plugin_rows(study.spec),
         attempts=tuple(_attempt_row(a, ray_dashboard_url) for a in study.attempts),
         submit_failures=tuple(_submit_failure_row(f) for f in study.submit_failures),
         trials=tuple(_trial_row(study, t, mlflow_tracking_uri) for t in trials),

@@ -93,6 +93,7 @@ def test_a_plugin_knob_is_checked_against_its_range_like_a_built_in(plugin_clien
     assert "rms_eps" in response.text and "[1e-08, 0.01]" in response.text
 
 
+@pytest.mark.slow
 def test_a_plugin_knob_on_a_method_it_does_not_apply_to_is_refused(plugin_client, plugin_settings):
     spec = {**SPEC, "method_search": {"frozen_ln": {"rms_eps": 1e-5}}}
     response = _post(plugin_client, spec, _bearer(ensure_plugin_token(plugin_settings)))
@@ -118,6 +119,7 @@ method("halfnorm", norm="halfnorm")
 """
 
 
+@pytest.mark.slow  # a child process per case and database: about 20 s
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
@@ -198,6 +200,7 @@ def test_a_user_dataset_is_checked_in_the_child_and_stored_with_what_its_files_h
     assert declared["facts"]["classes"] == 3 and declared["facts"]["image_side"] == 8
 
 
+@pytest.mark.slow
 def test_a_bad_user_file_is_a_422_at_its_path_before_anything_is_stored(
     plugin_client, plugin_settings, tmp_path
 ):
@@ -210,9 +213,20 @@ def test_a_bad_user_file_is_a_422_at_its_path_before_anything_is_stored(
     assert _stored(plugin_client) == 0
 
 
+@pytest.mark.slow
 def test_a_user_dataset_declaration_is_checked_at_its_fields_first(plugin_client, plugin_settings, tmp_path):
     spec = _user_spec(_npz(tmp_path / "images.npz"))
     spec["user_datasets"][0]["metric"] = "rmse"
     response = _post(plugin_client, spec, _bearer(ensure_plugin_token(plugin_settings)))
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-3:] == ["user_datasets", 0, "metric"]
+
+
+def test_the_study_says_which_plugins_it_runs_in_its_json_and_on_its_page(plugin_client, plugin_settings):
+    created = _post(plugin_client, SPEC, _bearer(ensure_plugin_token(plugin_settings))).json()
+    study = plugin_client.get(f"/studies/{created['id']}").json()
+    (plugin,) = study["plugins"]
+    assert plugin["provides"] == {"norms": ["rmsnorm"], "methods": ["rmsnorm"], "knobs": ["rms_eps"]}
+    assert plugin["changed_on_disk"] is None  # sent inline: no path on this machine to compare with
+    page = plugin_client.get(f"/studies/{created['id']}", headers={"Accept": "text/html"}).text
+    assert "<h2>Plugins</h2>" in page and plugin["sha256"][:12] in page and "methods rmsnorm" in page
