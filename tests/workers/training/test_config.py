@@ -117,3 +117,38 @@ def test_the_post_freeze_gate_defaults_to_sampling_and_reaches_only_autonorm_lay
 def test_an_unknown_post_freeze_gate_is_refused():
     with pytest.raises(ValueError, match="post_freeze_gate must be one of sample, expected, hard"):
         TrainConfig.from_trial_config(_trial(knobs={"t_freeze": 2, "post_freeze_gate": "argmax"}))
+
+
+def test_a_method_s_fixed_norm_options_come_first_then_its_knobs_then_the_spec_s_own():
+    cfg = TrainConfig.from_trial_config(
+        _trial(method="autonorm", knobs={"tau": 0.7}, model_overrides={"norm_options": {"eps": 1e-4}})
+    )
+    fields = model_config(
+        cfg, norm_kind="autonorm", model_fields={}, method_options={"tau": 2.0, "selector_hidden": 16}
+    )
+    assert fields["norm_options"] == {"tau": 0.7, "selector_hidden": 16, "eps": 1e-4}
+
+
+def test_a_plugin_knob_with_a_norm_option_reaches_the_layer_that_takes_it():
+    from normlab import REGISTRY, Knob, NormKind
+
+    REGISTRY.norms.add(NormKind("test_scaled", ("scale",), source="test-plugin"))
+    REGISTRY.knobs.add(
+        Knob(
+            "test_scale",
+            "float",
+            "s",
+            0.0,
+            2.0,
+            methods=("frozen_ln",),
+            norm_option="scale",
+            source="test-plugin",
+        )
+    )
+    try:
+        cfg = TrainConfig.from_trial_config(_trial(method="frozen_ln", knobs={"test_scale": 1.5}))
+        assert model_config(cfg, norm_kind="test_scaled", model_fields={})["norm_options"] == {"scale": 1.5}
+        assert "norm_options" not in model_config(cfg, norm_kind="layernorm", model_fields={})
+    finally:
+        REGISTRY.norms.remove_source("test-plugin")
+        REGISTRY.knobs.remove_source("test-plugin")
