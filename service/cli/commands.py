@@ -31,7 +31,7 @@ from service.cli.client import (
     render_plan,
     submit_spec_text,
 )
-from service.cli.plugin_files import inline_plugins, names_extensions, plugin_token_or_fail
+from service.cli.plugin_files import plugin_token_or_fail, spec_to_send
 from service.settings import Settings
 
 __all__ = [
@@ -112,22 +112,8 @@ def submit(
 ) -> None:
     """Submit a study spec, checked here first as the API would; prints its id (--wait: the results)."""
     settings = _settings()
-    content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
-    spec_text = spec.read_text(encoding="utf-8")
-    token = _client_token(settings)
     try:
-        if names_extensions(spec_text, content_type):
-            # The server imports and checks the plugins in a child process; the CLI sends their files.
-            spec_text = inline_plugins(spec_text, content_type, spec.resolve().parent)
-            content_type = "application/json"
-            token = plugin_token_or_fail(settings)
-        else:
-            check_spec_text(spec_text, content_type=content_type)
-        if token is None:
-            raise CliError(
-                f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
-                f"(it writes {settings.api_token_path})"
-            )
+        spec_text, content_type, token = spec_to_send(spec, settings, api_token=_client_token(settings))
         study = submit_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
         planned = study["progress"]["planned"]
         bound = (
@@ -172,22 +158,8 @@ def plan(
     stored or run. A sequential design is also simulated to give its expected seeds.
     """
     settings = _settings()
-    content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
-    spec_text = spec.read_text(encoding="utf-8")
-    token = _client_token(settings)
     try:
-        if names_extensions(spec_text, content_type):
-            # The server imports and checks the plugins in a child process; the CLI sends their files.
-            spec_text = inline_plugins(spec_text, content_type, spec.resolve().parent)
-            content_type = "application/json"
-            token = plugin_token_or_fail(settings)
-        else:
-            check_spec_text(spec_text, content_type=content_type)
-        if token is None:
-            raise CliError(
-                f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
-                f"(it writes {settings.api_token_path})"
-            )
+        spec_text, content_type, token = spec_to_send(spec, settings, api_token=_client_token(settings))
         planned = plan_spec_text(str(settings.api_url), token, spec_text, content_type=content_type)
     except CliError as error:
         raise _fail(error) from None

@@ -14,11 +14,11 @@ from typing import Any
 
 from normlab.loading import PluginError, read_plugin
 from service.auth import read_plugin_token
-from service.cli.client import CliError
+from service.cli.client import CliError, check_spec_text
 from service.settings import Settings
 from studies.spec import parse_spec_text
 
-__all__ = ["inline_plugins", "names_extensions", "plugin_token_or_fail"]
+__all__ = ["inline_plugins", "names_extensions", "plugin_token_or_fail", "spec_to_send"]
 
 
 def names_extensions(spec_text: str, content_type: str) -> bool:
@@ -59,3 +59,24 @@ def plugin_token_or_fail(settings: Settings) -> str:
             f"{settings.plugin_token_path})"
         )
     return found
+
+
+def spec_to_send(spec: Path, settings: Settings, *, api_token: str | None) -> tuple[str, str, str]:
+    """(text, content type, token) of a spec file as `submit` and `plan` send it: checked here first as
+    the API would; or, where it names plugins or user datasets (which the server checks in a child
+    process), with the plugins' files inline and the plugin token."""
+    content_type = "application/json" if spec.suffix == ".json" else "application/yaml"
+    spec_text = spec.read_text(encoding="utf-8")
+    if names_extensions(spec_text, content_type):
+        return (
+            inline_plugins(spec_text, content_type, spec.resolve().parent),
+            "application/json",
+            plugin_token_or_fail(settings),
+        )
+    check_spec_text(spec_text, content_type=content_type)
+    if api_token is None:
+        raise CliError(
+            f"no API token: set NORMLAB_API_TOKEN, or run `make run` once on this machine "
+            f"(it writes {settings.api_token_path})"
+        )
+    return spec_text, content_type, api_token

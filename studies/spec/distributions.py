@@ -9,9 +9,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from studies.knobs import Knob
 from studies.spec.integers import Integer
@@ -20,6 +22,21 @@ from studies.spec.names import Scalar
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# (field, error type, message, offending value): one problem of a section's cross-field check.
+FieldProblem = tuple[str, str, str, Any]
+
+
+def raise_field_problems(model: str, problems: list[FieldProblem]) -> None:
+    """Every problem at its own field, all at once: the field paths survive when the section sits inside a
+    StudySpec (prefixed with the section's own)."""
+    errors = [
+        InitErrorDetails(type=PydanticCustomError(kind, message), loc=(field,), input=value)
+        for field, kind, message, value in problems
+    ]
+    if errors:
+        raise ValidationError.from_exception_data(model, errors)
 
 
 class Uniform(_Strict):

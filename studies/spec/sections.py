@@ -8,22 +8,23 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
+from studies.backbones import backbone_of
 from studies.datasets import default_model
-from studies.spec.distributions import _Strict
+from studies.spec.distributions import _Strict, raise_field_problems
 from studies.spec.integers import Integer, PositiveInteger, Severity, integral_to_int
-from studies.spec.names import KNOWN_MODELS, MODEL_CONFIG_FIELDS, Scalar
+from studies.spec.names import KNOWN_MODELS, Scalar
 from studies.trial_config import Key
 
 
 class ModelSpec(_Strict):
-    """A models.build_model name or preset plus field overrides; `model: vit_lite_tiny` is shorthand."""
+    """A models.build_model name or preset (a built-in's or a plugin's backbone) plus field overrides;
+    `model: vit_lite_tiny` is shorthand."""
 
     preset: str | None = None  # None: the dataset's default model (studies.datasets.default_model)
     overrides: dict[str, Any] = Field(default_factory=dict)
@@ -42,8 +43,7 @@ class ModelSpec(_Strict):
 
     def backbone(self, dataset: str) -> str:
         """The models.build_model backbone this spec builds: the preset's, else the dataset's default model's."""
-        model = self.preset or default_model(dataset)
-        return next(b for b in MODEL_CONFIG_FIELDS if model.startswith(b))
+        return backbone_of(self.preset or default_model(dataset))
 
 
 class SchedulerSpec(_Strict):
@@ -269,14 +269,7 @@ class SequentialDesign(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> SequentialDesign:
-        # Every problem at its own field, all at once (a ValidationError here keeps the field paths,
-        # prefixed with `sequential` inside a StudySpec).
-        errors = [
-            InitErrorDetails(type=PydanticCustomError(kind, message), loc=(field,), input=value)
-            for field, kind, message, value in self._problems()
-        ]
-        if errors:
-            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        raise_field_problems(type(self).__name__, self._problems())
         return self
 
     def _problems(self) -> list[tuple[str, str, str, Any]]:

@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from normlab.records import Dataset
 from normlab.registry import REGISTRY
 from studies.datasets import METRIC_HIGHER_IS_BETTER
-from studies.spec.distributions import _Strict
+from studies.spec.distributions import _Strict, raise_field_problems
 from studies.spec.integers import Integer
 
 __all__ = [
@@ -191,13 +191,7 @@ class UserDataset(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> UserDataset:
-        # Every problem at its own field, all at once (the field paths survive inside a StudySpec).
-        errors = [
-            InitErrorDetails(type=PydanticCustomError(kind, message), loc=(field,), input=value)
-            for field, kind, message, value in self._problems()
-        ]
-        if errors:
-            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        raise_field_problems(type(self).__name__, self._problems())
         return self
 
     def _problems(self) -> list[tuple[str, str, str, Any]]:
