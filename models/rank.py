@@ -55,6 +55,7 @@ __all__ = [
     "init_rank_report",
     "input_output_jacobian",
     "mean_spike_ratio",
+    "measurable",
     "representation_eranks",
     "scale_free_smin",
     "spectrum_erank",
@@ -419,8 +420,15 @@ def token_jacobian(model: nn.Module, example_input: torch.Tensor, token: int = 0
     return input_output_jacobian(stack, h0[0, token])
 
 
+def measurable(model: nn.Module) -> bool:
+    """Whether the rank tools can measure `model`: a Transformer trunk, a residual MLP or a model with a
+    `rank_view` (every built-in backbone). A plugin's backbone (normlab.plugin.backbone) need not be one."""
+    return isinstance(model, (TokenTransformer, ResidualMLP)) or callable(getattr(model, "rank_view", None))
+
+
 def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int = 0) -> dict[str, float]:
-    """Init-time rank summary for any backbone (keys prefixed `init_`, values are plain floats).
+    """Init-time rank summary for any built-in backbone (keys prefixed `init_`, values are plain floats);
+    empty for a model the rank tools cannot measure (`measurable`: a plugin's backbone of its own shape).
 
     Per depth l = 0 (the stream's input) .. L: `init_erank_repr_<l>` (normalised erank of Z_l),
     `init_mean_spike_<l>` (mean-spike ratio), `init_mean_drift_<l>` (RMS of the mean token the blocks have
@@ -430,6 +438,8 @@ def init_rank_report(model: nn.Module, example_input: torch.Tensor, token: int =
     branches, the branch Jacobian's `init_branch_jacobian_{full_rank,smin,erank}` and their Gaussian-null
     counterparts (`branch_jacobian_summary`), `init_branch_rank` (numerical rank / d at `token`) and the
     diagnostic `init_branch_active_width`."""
+    if not measurable(model):
+        return {}
     jacobian = token_jacobian(model, example_input, token)
     states = hidden_states(model, example_input)
     reprs = [effective_rank(z, normalize=True) for z in states]

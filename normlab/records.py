@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Union
 
-__all__ = ["BUILTIN", "Backbone", "Dataset", "Knob", "Method", "NormKind", "Record"]
+__all__ = ["BUILTIN", "FAMILY_TASK_FIELDS", "Backbone", "Dataset", "Knob", "Method", "NormKind", "Record"]
 
 BUILTIN = "builtin"
 Family = Literal["image", "text", "tabular"]
@@ -105,17 +105,45 @@ def _fmt(x: float | None) -> str:
     return "inf" if x is None or math.isinf(x) else f"{x:g}"
 
 
+# The task fields a dataset of each family gives its model (workers.data's DatasetBundle.model_fields): every
+# backbone of the family takes them, a plugin's as its built-ins do.
+FAMILY_TASK_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "image": ("image_size", "in_channels", "num_classes"),
+    "text": ("vocab_size", "max_len", "num_classes", "head", "pad_id"),
+    "tabular": ("num_features", "num_outputs"),
+}
+
+
 @dataclass(frozen=True)
 class Backbone:
-    """A model backbone: the data family it reads and its config fields (besides the task's)."""
+    """A model backbone: the data family it reads, its config fields and its presets.
+
+    `config_fields`: every key of the config `build(config) -> nn.Module` takes: the family's task fields
+    (FAMILY_TASK_FIELDS), `norm` and `norm_options` (the kind and options of every norm layer it builds)
+    and its own (dim, depth, ...). `presets`: preset name -> the fields it sets; a spec's `model` names the
+    backbone or one of its presets. `build` maps a batch of the family's inputs to logits (None where only
+    the facts are known, the API process).
+
+    `parameters` and `activations`: for a plugin's backbone, which studies.sizing cannot count without
+    torch, what its check measured (workers.plugins.check): the most trainable parameters, and the most
+    floats one training sample saves for the backward pass, over the backbone and its presets on the task
+    fields of its family's datasets. None for the built-ins (studies.sizing counts them exactly) and for a
+    plugin no check has measured."""
 
     section: ClassVar[str] = "backbones"
     name: str
     family: Family
     config_fields: tuple[str, ...] = ()
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
     source: str = BUILTIN
+    parameters: int | None = None
+    activations: int | None = None
     build: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    def model_names(self) -> tuple[str, ...]:
+        """What a spec's `model` may say to build it: its name, then its presets (sorted)."""
+        return (self.name, *sorted(self.presets))
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,14 @@ class Registry:
     def add(self, record: Record) -> Record:
         return self.section(type(record).section).add(record)  # type: ignore[arg-type]
 
+    def backbone_of(self, model: str) -> Backbone | None:
+        """The backbone a model name builds: the backbone of that name, else the one with a preset of that
+        name (None: no registered or overlaid backbone has it)."""
+        found = self.backbones.find(model)
+        if found is not None:
+            return found
+        return next((record for record in self.backbones if model in record.presets), None)
+
     @contextlib.contextmanager
     def overlay(self, records: Iterable[Record]) -> Iterator[None]:
         """Within the block, `records` are visible beside the registered ones. A record whose name is

@@ -23,6 +23,10 @@ The formulas are counted from the modules in models/ (tests/studies/test_sizing.
 - Evaluation (no backward, EVAL_BATCH_SIZE samples at once) peaks at about two of its largest per-sample
   tensors live at once (for a seed batch, every seed's output and one seed's loss); the trial's peak is
   the larger of the two phases.
+- A plugin's backbone (normlab.plugin.backbone) has no formula here: its parameters and the floats one
+  training sample saves are what the plugin's check measured with torch (normlab.records.Backbone), the
+  most over its presets and its family's datasets, not at a spec's overrides; its evaluation pass is
+  counted at its logits alone.
 
 Left out: the dataset's own tensors (loaded once per trial process, or once per warm trial host), the
 framework's resident memory and a GPU's CUDA context; the limits the estimate is checked against leave
@@ -37,6 +41,8 @@ from types import MappingProxyType
 from typing import Any
 
 from normlab import REGISTRY
+from studies.backbones import PresetFields, plugin_backbone
+from studies.backbones import backbone_of as _backbone_of
 from studies.datasets import dataset_record, default_model
 
 __all__ = [
@@ -92,35 +98,19 @@ BACKBONE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     }
 )
 
-# models.presets.PRESETS of the models a study may train (studies.spec.names.KNOWN_MODELS), without their
-# `model` key; a test checks they are the same.
-_PRESETS: dict[str, dict[str, Any]] = {
-    "vit_lite_paper": {"depth": 8, "heads": 4, "dim": 128, "patch_size": 4},
-    "vit_lite_tiny": {
-        **{"depth": 2, "heads": 2, "dim": 32, "patch_size": 2, "image_size": 8, "in_channels": 1},
-        "drop_path": 0.0,
-    },
-    "encoder_paper": {"depth": 12, "heads": 8, "dim": 128},
-    "encoder_tiny": {"depth": 2, "heads": 2, "dim": 32, "max_len": 64, "drop_path": 0.0},
-    "tabular_paper": {"depth": 12, "heads": 8, "dim": 128},
-    "tabular_tiny": {"depth": 2, "heads": 2, "dim": 32, "drop_path": 0.0},
-    "mlp_classifier_tiny": {"depth": 16, "dim": 64},
-    "mlp_classifier_paper": {"depth": 32, "dim": 128},
-}
-PRESET_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
-    {name: MappingProxyType(fields) for name, fields in _PRESETS.items()}
-)
+# The fields of every preset a study may train (studies.spec.names.KNOWN_MODELS): the backbone records'
+# (studies.backbones; the built-ins' are models.presets.PRESETS without their `model` key, which a test
+# checks), read from the registry at each lookup, so a plugin's presets are in it too.
+PRESET_FIELDS: Mapping[str, Mapping[str, Any]] = PresetFields()
 
 # The config fields that give a model its shape: positive whole numbers (studies.spec.rules checks overrides).
 SHAPE_FIELDS: tuple[str, ...] = ("dim", "depth", "heads", "patch_size")
+_TRANSFORMERS = ("vit_lite", "encoder", "tabular")  # attention heads divide their width
 
 
 def backbone_of(model: str) -> str:
-    """The backbone a model name or preset builds (its name's prefix, as studies.spec.ModelSpec reads it)."""
-    for backbone in BACKBONE_DEFAULTS:
-        if model.startswith(backbone):
-            return backbone
-    raise ValueError(f"unknown model {model!r}; known backbones: {', '.join(BACKBONE_DEFAULTS)}")
+    """The backbone a model name or preset builds (its record's, studies.backbones)."""
+    return _backbone_of(model)
 
 
 def model_fields(
@@ -135,7 +125,7 @@ def model_fields(
     `model` None: the dataset's default model."""
     name = model or default_model(dataset)
     backbone = backbone_of(name)
-    fields = dict(BACKBONE_DEFAULTS[backbone])
+    fields = dict(BACKBONE_DEFAULTS.get(backbone, {}))  # a plugin's backbone defaults its own fields
     fields.update(PRESET_FIELDS.get(name, {}))
     fields.update(dataset_record(dataset).task_fields)
     fields.update(knobs or {})
@@ -156,7 +146,7 @@ def shape_problems(backbone: str, fields: Mapping[str, Any]) -> dict[str, str]:
     for name in SHAPE_FIELDS:
         if name in fields and not _positive_int(fields[name]):
             problems[name] = f"{name} must be a positive whole number, got {fields[name]!r}"
-    if backbone != "mlp_classifier" and "dim" not in problems and "heads" not in problems:
+    if backbone in _TRANSFORMERS and "dim" not in problems and "heads" not in problems:
         dim, heads = fields["dim"], fields["heads"]
         if dim % heads:
             problems["heads"] = (
@@ -260,7 +250,11 @@ def _outputs(backbone: str, fields: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def parameter_count(backbone: str, fields: Mapping[str, Any], norm: str) -> int:
-    """The model's trainable parameters, exactly as models/ builds them with every norm of kind `norm`."""
+    """The model's trainable parameters, exactly as models/ builds them with every norm of kind `norm`; for
+    a plugin's backbone, the count its check measured (0 where none did)."""
+    plugin = plugin_backbone(backbone)
+    if plugin is not None:
+        return plugin.parameters or 0
     d, depth, hidden = int(fields["dim"]), int(fields["depth"]), _hidden(fields)
     unit_norm, final_norm = _has_norms(fields)
     norm_params = _norm_parameters(norm, d)
@@ -292,7 +286,11 @@ def parameter_count(backbone: str, fields: Mapping[str, Any], norm: str) -> int:
 
 
 def activation_floats_per_sample(backbone: str, fields: Mapping[str, Any], norm: str) -> int:
-    """Floats one training sample keeps for the backward pass (the module docstring's count)."""
+    """Floats one training sample keeps for the backward pass (the module docstring's count); for a plugin's
+    backbone, what its check measured (0 where none did)."""
+    plugin = plugin_backbone(backbone)
+    if plugin is not None:
+        return plugin.activations or 0
     d, depth, hidden = int(fields["dim"]), int(fields["depth"]), _hidden(fields)
     tokens = tokens_per_sample(backbone, fields)
     unit_norm, final_norm = _has_norms(fields)
@@ -319,7 +317,12 @@ def activation_floats_per_sample(backbone: str, fields: Mapping[str, Any], norm:
 
 def _eval_floats_per_sample(backbone: str, fields: Mapping[str, Any]) -> int:
     """The largest tensor an evaluation pass (no graph kept) makes per sample: the attention weights, the
-    MLP's hidden activations or the logits. The pass holds about two at once (an op's input and output)."""
+    MLP's hidden activations or the logits. The pass holds about two at once (an op's input and output).
+    A plugin's backbone: its logits, the one tensor of its pass whose size is known here."""
+    plugin = plugin_backbone(backbone)
+    if plugin is not None:
+        positions, out = _outputs({"text": "encoder", "tabular": "tabular"}.get(plugin.family, ""), fields)
+        return positions * out
     tokens = tokens_per_sample(backbone, fields)
     positions, out = _outputs(backbone, fields)
     heads = int(fields.get("heads", 1)) if backbone != "mlp_classifier" else 0
@@ -366,9 +369,10 @@ class TrialMemory:
 
 
 def _input_floats_per_sample(backbone: str, fields: Mapping[str, Any]) -> int:
-    if backbone in ("vit_lite", "mlp_classifier"):
+    family = REGISTRY.backbones.get(backbone).family  # a plugin's backbone reads its family's inputs too
+    if family == "image":
         return int(fields["in_channels"]) * int(fields["image_size"]) ** 2
-    if backbone == "encoder":
+    if family == "text":
         return 2 * int(fields["max_len"])  # token ids and targets (int64: two floats' bytes each)
     return int(fields["num_features"]) + 1
 

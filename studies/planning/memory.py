@@ -7,7 +7,7 @@ from studies.limits import StudyLimits
 from studies.planning.model import MemoryPlan
 from studies.planning.wall import Cluster, trains_on_gpu
 from studies.spec import StudySpec
-from studies.spec.memory import memory_budget, worst_trial_memory
+from studies.spec.memory import measured_backbone, memory_budget, worst_trial_memory
 
 __all__ = ["memory_plan"]
 
@@ -15,6 +15,12 @@ _COUNTED = (
     "counted from the models: float32 weights, gradients and AdamW's two moments (16 bytes a parameter), "
     "and the activations one training batch keeps for its backward pass (or an evaluation batch, where "
     "larger), in float32: an upper bound; the dataset and the framework are not counted"
+)
+
+_MEASURED = (
+    "16 bytes a parameter (float32 weights, gradients and AdamW's two moments) and the float32 activations "
+    "a training batch keeps for its backward pass, as the plugin's check measured them (or an evaluation "
+    "batch's logits, where larger); the dataset and the framework are not counted"
 )
 
 
@@ -25,7 +31,9 @@ def memory_plan(spec: StudySpec, *, cluster: Cluster, limits: StudyLimits | None
     device = budget.device if budget is not None else ("gpu" if trains_on_gpu(spec, cluster) else "cpu")
     estimate = worst_trial_memory(spec, device=device)
     memory = estimate.memory
-    basis = [memory.describe(), _COUNTED]
+    # A plugin's backbone: measured by its check, which estimate.estimated says, not counted from models.
+    counted = _COUNTED if measured_backbone(estimate.backbone) is None else _MEASURED
+    basis = [memory.describe(), counted]
     if estimate.estimated:
         basis.append(f"the estimate counts {estimate.estimated}")
     return MemoryPlan(

@@ -224,6 +224,21 @@ def plan_study(
     by instead of the stored one or the prior; `simulations`: studies simulated per scenario (None: by the
     number of comparisons, simulate.simulations_for); `limits`: the server's, which the largest trial's
     memory is set against (None: the estimate alone)."""
+    with spec.plugins_visible():  # its plugins' methods and backbones, as the facts their check reported
+        return _plan_study(
+            spec, history=history, cluster=cluster, spread=spread, simulations=simulations, limits=limits
+        )
+
+
+def _plan_study(
+    spec: StudySpec,
+    *,
+    history: History | None,
+    cluster: Cluster,
+    spread: Spread | None,
+    simulations: int | None,
+    limits: StudyLimits | None,
+) -> StudyPlan:
     history = history or History()
     metric = DATASET_METRICS[spec.dataset][0]
     per_trial, per_trial_basis = resolve_seeds_per_trial(spec, on_gpu=trains_on_gpu(spec, cluster))

@@ -4,8 +4,9 @@ spec allows, and the trial's budget from the server's limits (studies.limits).
 The worst case: every method (each trains with its own norm), every value the search can give a knob that
 changes the model's size (the widest `width_expansion`, either MLP branch, every norm placement, LayerScale
 on or off), the study's batch size, and the seeds one final or grid trial trains together (resolved as
-workers.trials.plan resolves "auto"). The rules refuse a spec whose worst case exceeds its budget
-(rules.trial_fits_its_memory); the plan shows the same figure (studies.planning).
+workers.trials.plan resolves "auto"). A plugin's backbone is sized from what its check measured
+(studies.sizing), which `MemoryEstimate.estimated` says. The rules refuse a spec whose worst case exceeds
+its budget (rules.trial_fits_its_memory); the plan shows the same figure (studies.planning).
 
 Reads the spec through the fields it names (`SizedSpec`), so it needs no import of StudySpec.
 """
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from studies.backbones import plugin_backbone
 from studies.datasets import dataset_record
 from studies.knobs import KNOB_MODEL_FIELDS
 from studies.limits import DEFAULT_GPU_MEMORY_GIB, GIB, StudyLimits
@@ -31,7 +33,14 @@ from studies.sizing import (
 from studies.spec.distributions import Choice, Distribution, Fixed, Grid, IntRange, LogUniform, Uniform
 from studies.spec.sections import Budget, ModelSpec, Resources
 
-__all__ = ["MemoryBudget", "MemoryEstimate", "SizedSpec", "memory_budget", "worst_trial_memory"]
+__all__ = [
+    "MemoryBudget",
+    "MemoryEstimate",
+    "SizedSpec",
+    "measured_backbone",
+    "memory_budget",
+    "worst_trial_memory",
+]
 
 # The model fields whose value changes the estimate (studies.sizing): the MLP's width and branch, where the
 # norms sit (placement none has none, post no final norm) and LayerScale.
@@ -142,7 +151,8 @@ def worst_trial_memory(spec: SizedSpec, *, device: Literal["cpu", "gpu"]) -> Mem
     """The study's largest trial (the module docstring's worst case) on `device`."""
     seeds = seeds_per_trial(spec, on_gpu=device == "gpu")
     worst: MemoryEstimate | None = None
-    estimated = dataset_record(spec.dataset).estimated
+    notes = (dataset_record(spec.dataset).estimated, measured_backbone(spec.model.backbone(spec.dataset)))
+    estimated = "; ".join(note for note in notes if note) or None
     for method in spec.methods:
         for knobs in _size_knob_cases(spec.search_space_for(method)):
             backbone, fields = model_fields(
@@ -153,6 +163,25 @@ def worst_trial_memory(spec: SizedSpec, *, device: Literal["cpu", "gpu"]) -> Mem
                 worst = MemoryEstimate(memory, method, backbone, fields, device, estimated)
     assert worst is not None, "a spec has at least one method"
     return worst
+
+
+def measured_backbone(backbone: str) -> str | None:
+    """What the estimate of a plugin's backbone stands on, in words (None for a built-in, which
+    studies.sizing counts from its modules): the sizes its check measured, or nothing at all."""
+    record = plugin_backbone(backbone)
+    if record is None:
+        return None
+    if record.parameters is None or record.activations is None:
+        return (
+            f"nothing of the model: {backbone} is a backbone of plugin {record.source} whose sizes no check "
+            "measured, so only its input batch and an evaluation batch's logits are counted"
+        )
+    return (
+        f"{backbone} (a backbone of plugin {record.source}) as the plugin's check measured it: "
+        f"{record.parameters:,} parameters and {record.activations:,} floats saved per training sample, the "
+        f"most over its presets and the {record.family} datasets, at its own sizes (model.overrides are not "
+        "counted)"
+    )
 
 
 def _memory(

@@ -1,85 +1,38 @@
 """The names a spec may use: datasets (and their families, metrics, corruptions), methods, models and
 their config fields. Names only, so the service validates specs without importing torch. The datasets are
 studies.datasets' records (normlab.REGISTRY.datasets), which workers.data builds (a test checks it builds
-every built-in); the model names and fields are checked against models, which may import nothing of
-studies. The methods are studies' own table (studies.methods), which the workers build models from."""
+every built-in); the models are studies.backbones' records (normlab.REGISTRY.backbones), whose built-in
+names and fields are checked against models, which may import nothing of studies. The methods are
+studies' own table (studies.methods), which the workers build models from."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Union
 
+from studies.backbones import BackboneFacts, ModelNames
 from studies.dataset_views import DatasetFacts
-from studies.datasets import FAMILY_BACKBONE
 
 # Which data family each dataset holds (image -> vit_lite, text -> encoder, tabular -> tabular). A view of
 # the dataset records, not a table: it reads normlab.REGISTRY at each lookup (studies.catalog.lint reads it
 # by this name; new code calls studies.datasets.dataset_family).
 _DATASET_FAMILY: Mapping[str, str] = DatasetFacts(lambda record: record.family)
 
-# Model names and presets of models.build_model that can train on a study dataset. The bare
-# `residual_mlp` is left out on purpose: it has no task head, so every trial of a study would fail; the
-# rank studies train it as `mlp_classifier` (an input projection, the residual MLP, a head).
-KNOWN_MODELS: tuple[str, ...] = (
-    "vit_lite",
-    "vit_lite_paper",
-    "vit_lite_tiny",
-    "encoder",
-    "encoder_paper",
-    "encoder_tiny",
-    "tabular",
-    "tabular_paper",
-    "tabular_tiny",
-    "mlp_classifier",
-    "mlp_classifier_paper",
-    "mlp_classifier_tiny",
-)
-# Data family each backbone reads (a preset's backbone is the prefix of its name): each family's default
-# backbone, and the residual-MLP classifier (flattened images).
-_BACKBONE_FAMILY = {backbone: family for family, backbone in FAMILY_BACKBONE.items()}
-_BACKBONE_FAMILY["mlp_classifier"] = "image"
+# Model names and presets a spec may name: every registered backbone (studies.backbones: the built-ins,
+# a plugin's, or one the current overlay shows) and its presets. A view: it reads normlab.REGISTRY at
+# each use. The bare `residual_mlp` is not a registered backbone (it has no task head).
+KNOWN_MODELS: Sequence[str] = ModelNames()
+# Data family each backbone reads: each family's default backbone, the residual-MLP classifier (flattened
+# images), and a plugin's. A view of the backbone records.
+_BACKBONE_FAMILY: Mapping[str, str] = BackboneFacts(lambda record: record.family)
 _FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
 _FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
 
-# Config field names of each backbone's dataclass in models (TransformerConfig plus the task fields), so
-# overrides are checked here without torch; a test checks they equal dataclasses.fields of the real ones.
-_TRANSFORMER_FIELDS: tuple[str, ...] = (
-    "dim",
-    "depth",
-    "heads",
-    "mlp_ratio",
-    "dropout",
-    "drop_path",
-    "layer_scale_init",
-    "norm",
-    "norm_options",
-    "norm_placement",
-    "skip_scale",
-    "init_scale",
-    "activation",
-    "branch",
-)
-# The residual MLP's fields (models.residual_mlp.ResidualMLPConfig): no heads, dropout, drop path or
-# LayerScale, so knobs that set those do not apply to it (rules.knob_fits_the_model).
-_RESIDUAL_MLP_FIELDS: tuple[str, ...] = (
-    "dim",
-    "depth",
-    "mlp_ratio",
-    "norm",
-    "norm_options",
-    "norm_placement",
-    "skip_scale",
-    "init_scale",
-    "activation",
-    "branch",
-)
-MODEL_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
-    "vit_lite": (*_TRANSFORMER_FIELDS, "image_size", "in_channels", "num_classes", "patch_size"),
-    "encoder": (*_TRANSFORMER_FIELDS, "vocab_size", "max_len", "num_classes", "head", "pad_id"),
-    "tabular": (*_TRANSFORMER_FIELDS, "num_features", "num_outputs"),
-    "mlp_classifier": (*_RESIDUAL_MLP_FIELDS, "image_size", "in_channels", "num_classes"),
-}
+# Config field names of each backbone (for a built-in, its dataclass's in models: TransformerConfig plus
+# the task fields), so overrides are checked here without torch; a test checks they equal
+# dataclasses.fields of the real ones. A view of the backbone records.
+MODEL_CONFIG_FIELDS: Mapping[str, tuple[str, ...]] = BackboneFacts(lambda record: record.config_fields)
 
 # Model fields a spec may not override: the method decides the norm ...
 _RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})

@@ -4,9 +4,9 @@ A spec names each plugin by `path` (a .py file or a package directory on the ser
 inline as `files` by `normlab submit`) or by `entry_point` (an installed distribution). The server reads
 and checks every plugin in a child process before it stores the study (service.plugins), and fills in
 what it found: the source's hash, its files, the package it ships as and `provides`, the facts of every
-record it registered. The spec then validates the methods, knobs and datasets the plugin brings from
-those facts (normlab.REGISTRY.overlay), so the API never imports the plugin; the driver and the trials
-import the stored source itself (normlab.loading).
+record it registered. The spec then validates the methods, knobs, datasets and backbones the plugin
+brings from those facts (normlab.REGISTRY.overlay), so the API never imports the plugin; the driver and
+the trials import the stored source itself (normlab.loading).
 """
 
 from __future__ import annotations

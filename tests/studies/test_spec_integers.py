@@ -27,6 +27,10 @@ def _width(**dist: Any) -> dict[str, Any]:
     return {"search": {"lr": lr, "width_expansion": {"type": "int", "low": 2, "high": 4, **dist}}}
 
 
+def _user_dataset(task: str, **declared: Any) -> dict[str, Any]:
+    return {"user_datasets": [{"name": "mine", "path": "/data/mine.npz", "task": task, **declared}]}
+
+
 def _sequential(**design: Any) -> dict[str, Any]:
     return {"seeds": None, "sequential": {"first_seeds": 3, "max_seeds": 5, "effect": 0.02, **design}}
 
@@ -123,6 +127,18 @@ INTEGER_FIELDS: dict[str, tuple[Changes, int, tuple[str | int, ...], tuple[str |
     ),
     "split_seed": (lambda v: {"split_seed": v}, 5, ("split_seed",), ("split_seed",)),
     "tune_seeds.[]": (lambda v: {"tune_seeds": [v]}, 7, ("tune_seeds", 0), ("tune_seeds", 0)),
+    "user_datasets.[].max_len": (
+        lambda v: _user_dataset("token_classification", max_len=v),
+        64,
+        ("user_datasets", 0, "max_len"),
+        ("user_datasets", 0, "max_len"),
+    ),
+    "user_datasets.[].seed": (
+        lambda v: _user_dataset("image_classification", seed=v),
+        3,
+        ("user_datasets", 0, "seed"),
+        ("user_datasets", 0, "seed"),
+    ),
 }
 
 

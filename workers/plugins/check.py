@@ -2,10 +2,10 @@
 
 Reads `{"plugins": [stored source, ...], "user_datasets": [declaration, ...], "dim": 16}` as JSON on
 stdin and writes one JSON line on stdout: for each plugin, whether it imported, the facts of every record
-it registered (`provides`) and each of its norm layers' conformance checks; for each user dataset, the
-facts its files gave or the error. The service runs it under a time and a memory limit
-(normlab.child.run_limited) and never imports the plugin itself. Whatever the plugin prints goes to
-stderr.
+it registered (`provides`), each of its norm layers' conformance checks and each of its backbones' check
+(whose measured sizes go into its facts); for each user dataset, the facts its files gave or the error.
+The service runs it under a time and a memory limit (normlab.child.run_limited) and never imports the
+plugin itself. Whatever the plugin prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def check_plugin(source: PluginSource, root: Path, *, dim: int = 16) -> dict[str
             facts["parameters"] = _parameter_polynomial(record.layer)
         if not report.ok:
             failures.append(f"norm layer {record.name!r}: {report.describe()}")
+    for facts in provides["backbones"]:
+        problem = _check_backbone(facts)
+        checks.append({"backbone": facts["name"], "ok": problem is None, "problem": problem})
+        if problem is not None:
+            failures.append(f"backbone {facts['name']!r}: {problem}")
     for facts in provides["datasets"]:
         problem = _check_dataset_plugin(facts["name"])
         if problem is not None:
@@ -82,6 +87,19 @@ def _parameter_polynomial(layer: Any) -> list[float]:
     widths = (16, 32, 64)
     counts = [sum(p.numel() for p in layer(width).parameters()) for width in widths]
     return [float(c) for c in np.polyfit(widths, counts, 2)]
+
+
+def _check_backbone(facts: dict[str, Any]) -> str | None:
+    """Build, run and measure the backbone on its family's datasets (models.plugins.backbone_check); its
+    sizes go into its facts, for the memory estimate. The problem, or None."""
+    from models.plugins.backbone_check import check_backbone
+
+    record = REGISTRY.backbones.get(facts["name"])
+    tasks = [dict(d.task_fields) for d in REGISTRY.datasets if d.family == record.family and d.task_fields]
+    report = check_backbone(record, tasks)
+    if report.ok:
+        facts.update(parameters=report.parameters, activations=report.activations)
+    return report.problem
 
 
 def _check_item(item: Mapping[str, Any], root: Path, *, dim: int) -> dict[str, Any]:
@@ -132,7 +150,8 @@ def _result_channel():  # type: ignore[no-untyped-def]
 
 def register_builtins() -> None:
     """The built-in records, so that a plugin taking a built-in's name fails as it would in a trial."""
-    import models.norms  # noqa: F401
+    import models.norms  # noqa: F401  (models registers the built-in norm layers and backbones)
+    import studies.backbones
     import studies.datasets
     import studies.knobs  # noqa: F401
 
