@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from service.api.compare import StudiesCompared, compare_studies
 from service.api.deps import DatabaseDep
 from service.api.errors import error_responses
+from service.api.extensions import studies_visible
 from service.api.routes.text import StorableText
 
 __all__ = ["router"]
@@ -36,7 +37,8 @@ async def compare(
     """Every study after the first against the first: what its spec sets differently, and for each row
     (method or grid point) both ran, its difference on the seeds both ran (paired t, Holm across rows;
     "not tested" where a study chose its seeds look by look)."""
-    return _json(await database.read(partial(compare_studies, ids=study)))
+    async with studies_visible(database, study_ids=study):
+        return _json(await database.read(partial(compare_studies, ids=study)))
 
 
 def _json(compared: StudiesCompared) -> dict[str, Any]:
