@@ -55,6 +55,7 @@ from studies.store import (
     study_histories,
     study_looks,
     study_sequential,
+    study_trial_plan,
 )
 from studies.tables.sequential import SequentialSummary
 
@@ -166,8 +167,9 @@ async def catalog_report(request: Request, tier: str, claim_id: str, reports: Re
 async def compare_page(request: Request, a: NamedText, b: NamedText, database: DatabaseDep) -> Response:
     """Two studies side by side: what their specs set differently and each one's own results table."""
     try:
-        studies, selections = await database.read(partial(_compare_data, ids=(a, b)))
-        compared = await database.read(partial(compare_studies, ids=(a, b)))
+        async with studies_visible(database, study_ids=(a, b)):
+            studies, selections = await database.read(partial(_compare_data, ids=(a, b)))
+            compared = await database.read(partial(compare_studies, ids=(a, b)))
     except StudyNotFoundError as exc:
         return _not_found(request, str(exc))
     except RequestValidationError as exc:  # the same study twice, or studies of two datasets
@@ -215,7 +217,7 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
     """The study's page data (None: no such study): the store read at the gate, the views and figures
     built in a worker thread that holds no connection."""
     try:
-        study, trials, histories, sequential, looks, history = await database.read(
+        study, trials, histories, sequential, looks, history, trial_plan = await database.read(
             partial(_study_data, study_id=study_id)
         )
     except StudyNotFoundError:
@@ -243,6 +245,7 @@ async def _study_page(study_id: str, database: DatabaseGate, settings: Settings)
             history=history,
             cluster=cluster_of(settings),
             limits=settings.study_limits,
+            trial_plan=trial_plan,
         )
     )
     return replace(page, plan=plan)
@@ -257,14 +260,17 @@ def _study_data(
     SequentialSummary | None,
     list[LookRecord],
     History | None,
+    dict[str, Any] | None,
 ]:
     """The study, its trials and their histories, its sequential summary and looks (what its completeness
-    counts a sequential design's trials from)."""
+    counts a sequential design's trials from), and the trial plan its driver resolved."""
     study = get_study(session, study_id=study_id)
     trials = list_trials(session, study_id=study_id)
     histories = study_histories(session, study_id=study_id) if trials else {}
     looks = study_looks(session, study.id) if study.spec.get("sequential") else []
-    return study, trials, histories, study_sequential(session, study=study), looks, _history(session, study)
+    sequential = study_sequential(session, study=study)
+    trial_plan = study_trial_plan(session, study_id=study_id).plan
+    return study, trials, histories, sequential, looks, _history(session, study), trial_plan
 
 
 def _history(session: Session, study: StudyView) -> History | None:

@@ -1,6 +1,8 @@
 """A study's plan beside what it spent, for its page: the trials and wall time the plan gave its spec
 before launch (priced from the other studies of its dataset and model, never from its own trials), and
-the trials and time it has taken so far.
+the trials and time it has taken so far; and the trial plan its driver resolved when it started (each
+trial's resources, seeds per trial and compile mode, with the throughput measurement that chose them on a
+GPU: workers.driver.throughput), as the driver stored it (studies.store.study_trial_plan).
 
 The plan is computed once per study and spec in this process (the page polls every few seconds, and a
 sequential plan simulates the design): it is the before-launch figure, so caching it is its meaning too.
@@ -8,16 +10,17 @@ sequential plan simulates the design): it is the before-launch figure, so cachin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from studies.limits import StudyLimits
 from studies.planning import Cluster, Cost, History, StudyPlan, plan_study, without_study
 from studies.spec import StudySpec
 from studies.store import StudyView, TrialView
 
-__all__ = ["PlanBeside", "is_planned", "plan_beside"]
+__all__ = ["CandidateRow", "PlanBeside", "ResolvedPlan", "is_planned", "plan_beside", "resolved_plan"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,33 @@ class PlanRow:
 
 
 @dataclass(frozen=True)
+class CandidateRow:
+    """One setting the driver measured (or could not), as its candidates table shows it."""
+
+    setting: str
+    samples_per_s: str  # per GPU: every seed of every trial on it
+    overhead: str  # what each trial pays before its steady steps (build, warm-up, compile)
+    amortised: str  # samples/s with that overhead spread over the trial's samples: what the rule compares
+    versus_baseline: str  # x one eager seed per trial
+    chosen: bool
+
+
+@dataclass(frozen=True)
+class ResolvedPlan:
+    """The trial plan the driver resolved when the study started."""
+
+    summary: str  # resources, seeds per trial, compile mode, and why
+    choice: str | None  # the measured choice in words; None where nothing was measured
+    basis: str | None  # where the figures come from and the rule that chose
+    candidates: tuple[CandidateRow, ...]
+
+
+@dataclass(frozen=True)
 class PlanBeside:
     rows: tuple[PlanRow, ...]
     wall_basis: str  # where the plan's wall time comes from
     gpu_basis: str  # where its GPU-hours come from, or why there are none
+    resolved: ResolvedPlan | None = None  # None until the driver planned (or a study from before it said)
 
 
 _PLANS: dict[tuple[str, str], StudyPlan] = {}
@@ -64,8 +90,10 @@ def plan_beside(
     cluster: Cluster,
     limits: StudyLimits | None,
     now: datetime | None = None,
+    trial_plan: Mapping[str, Any] | None = None,
 ) -> PlanBeside | None:
-    """None when the stored spec no longer validates (the page shows the spec as stored instead)."""
+    """None when the stored spec no longer validates (the page shows the spec as stored instead).
+    `trial_plan`: the plan the study's driver stored, if it has."""
     try:
         spec = StudySpec.model_validate(study.spec)
     except ValueError:
@@ -92,6 +120,57 @@ def plan_beside(
         rows=tuple(rows),
         wall_basis="; ".join(plan.wall.basis) if plan.wall.basis else plan.wall.source,
         gpu_basis="; ".join(plan.gpu.basis) if plan.gpu.basis else plan.gpu.provenance,
+        resolved=resolved_plan(trial_plan),
+    )
+
+
+def resolved_plan(stored: Mapping[str, Any] | None) -> ResolvedPlan | None:
+    """The driver's stored plan (workers.trials.plan.TrialPlan.to_dict) for the page; None without one."""
+    if not stored:
+        return None
+    summary = str(stored.get("describe") or "")
+    throughput = stored.get("throughput")
+    if not throughput:
+        return ResolvedPlan(summary=summary, choice=None, basis=None, candidates=())
+    source = {
+        "measured": "measured when this study started",
+        "cached": "measured by an earlier study of the same shape",
+        "kept": "chosen by this study's first driver",
+    }.get(str(throughput.get("source")), "measured")
+    basis = (
+        f"{source}, on {throughput.get('gpu') or 'a GPU'}"
+        + (f" at {throughput['measured_at']}" if throughput.get("measured_at") else "")
+        + (f", a trial of {throughput['probed_method']}" if throughput.get("probed_method") else "")
+        + f". Rule: {throughput.get('rule') or 'fastest samples/s per GPU'}."
+    )
+    return ResolvedPlan(
+        summary=summary,
+        choice=str(throughput.get("summary") or ""),
+        basis=basis,
+        candidates=tuple(_candidate_row(row) for row in throughput.get("candidates") or ()),
+    )
+
+
+def _candidate_row(row: Mapping[str, Any]) -> CandidateRow:
+    setting = (
+        f"{row.get('seeds_per_trial')} seed(s) per trial, compile {row.get('compile')}, "
+        f"{row.get('trials_per_gpu')} trial(s) per GPU"
+    )
+    rate, amortised, ratio = (
+        row.get("samples_per_s"),
+        row.get("effective_samples_per_s"),
+        row.get("x_baseline"),
+    )
+    if rate is None:
+        note = str(row.get("note") or "not measured")
+        return CandidateRow(setting, note, "", "", "", chosen=False)
+    return CandidateRow(
+        setting=setting,
+        samples_per_s=f"{float(rate):,.0f}",
+        overhead=f"{float(row.get('overhead_s') or 0.0):.1f} s",
+        amortised="" if amortised is None else f"{float(amortised):,.0f}",
+        versus_baseline="" if ratio is None else f"{float(ratio):.2f}x",
+        chosen=bool(row.get("chosen")),
     )
 
 

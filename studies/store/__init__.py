@@ -1,6 +1,6 @@
 """Persistence of studies (with their driver attempts and failed submissions), trials, per-epoch trial
 histories (a study's trials with theirs: what its page's charts draw), the looks of sequential studies and
-the tags of studies (SQLAlchemy 2 only: importable by the Ray driver without FastAPI). An ended study can
+the tags of studies, and how each study's trials were planned (SQLAlchemy 2 only: importable by the Ray driver without FastAPI). An ended study can
 be deleted with everything stored about it.
 
 Use one `session_scope(engine)` per unit of work (`readonly=True` when it only reads) and the
@@ -36,6 +36,12 @@ from studies.store._tags import (
     set_tags,
     tag_problem,
 )
+from studies.store._trial_plans import (
+    StoredTrialPlan,
+    set_study_trial_plan,
+    spec_fields_set,
+    study_trial_plan,
+)
 from studies.store._trials import fill_trial_mlflow_run, list_trials, record_trial
 from studies.store.engine import make_engine, normalize_database_url, read_only, session_scope
 from studies.store.errors import (
@@ -61,6 +67,7 @@ from studies.store.tables import (
     StudyLook,
     StudySubmitFailure,
     StudyTag,
+    StudyTrialPlan,
     Trial,
     TrialEpoch,
 )
@@ -91,6 +98,7 @@ __all__ = [
     "LookConflictError",
     "Phase",
     "StoreError",
+    "StoredTrialPlan",
     "Study",
     "StudyAttempt",
     "StudyCurves",
@@ -101,6 +109,7 @@ __all__ = [
     "StudyStatus",
     "StudySubmitFailure",
     "StudyTag",
+    "StudyTrialPlan",
     "StudyView",
     "SubmitFailureView",
     "Trial",
@@ -139,13 +148,16 @@ __all__ = [
     "session_scope",
     "set_study_runtime",
     "set_study_status",
+    "set_study_trial_plan",
     "set_tags",
+    "spec_fields_set",
     "studies_to_announce",
     "study_curves",
     "study_histories",
     "study_looks",
     "study_progress",
     "study_sequential",
+    "study_trial_plan",
     "tag_problem",
     "trial_history",
     "upgrade_database",

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from studies.spec import StudySpec
 from studies.store._search import study_filters
+from studies.store._trial_plans import record_spec_fields, spec_fields_set
 from studies.store.errors import IdempotencyKeyReusedError, InvalidStatusTransitionError, StudyNotFoundError
 from studies.store.status import (
     ALLOWED_TRANSITIONS,
@@ -40,7 +41,8 @@ __all__ = [
 def create_study(
     session: Session, *, spec: StudySpec | Mapping[str, Any], idempotency_key: str | None = None
 ) -> StudyView:
-    """Store a validated spec as a new QUEUED study (the background loop picks it up)."""
+    """Store a validated spec as a new QUEUED study (the background loop picks it up), with the spec fields
+    its submitter wrote (studies.store._trial_plans: the stored spec has every default filled in)."""
     if not isinstance(spec, StudySpec):
         spec = StudySpec.model_validate(spec)
     now = utcnow()
@@ -57,6 +59,8 @@ def create_study(
         updated_at=now,
     )
     session.add(row)
+    session.flush()
+    record_spec_fields(session, study_id=row.id, fields=spec_fields_set(spec))
     session.flush()
     return StudyView.from_row(row, _progress_for(session, [row])[row.id])
 

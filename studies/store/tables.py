@@ -2,7 +2,8 @@
 driver died, why), one row per submission of a driver the cluster did not take (in its words), one row per
 trial (keyed by the driver's idempotent trial_key), and one row per reported epoch of a trial (its per-epoch
 history), one row per look of a sequential study (what the look saw and decided, as
-studies.sequential's LookRecord writes it), and one row per tag of a study.
+studies.sequential's LookRecord writes it), one row per tag of a study, and one row per study of how its
+trials were planned (the spec fields its submitter wrote, and the driver's trial plan).
 
 The Alembic revisions in studies/store/migrations create exactly these tables; a test compares the two.
 """
@@ -39,6 +40,7 @@ __all__ = [
     "StudyNotification",
     "StudySubmitFailure",
     "StudyTag",
+    "StudyTrialPlan",
     "Trial",
     "TrialEpoch",
     "utcnow",
@@ -147,6 +149,22 @@ class StudyTag(Base):
     )
     # Indexed on its own: the study list filters by tag (`GET /studies?tag=`) across every study.
     tag: Mapped[str] = mapped_column(String(40), primary_key=True, index=True)
+
+
+class StudyTrialPlan(Base):
+    """How a study's trials are planned: which spec fields its submitter wrote (the others are defaults,
+    which the driver may resolve by measurement: workers.driver.throughput), and the trial plan its driver
+    resolved (workers.trials.plan.TrialPlan.to_dict), which a restarted driver keeps and the page shows."""
+
+    __tablename__ = "study_trial_plans"
+
+    study_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Dotted paths ("budget.compile"), sorted; None: not recorded (the row was made by the driver).
+    spec_fields_set: Mapped[list[str] | None] = mapped_column(JSONType)
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSONType)  # None until the driver planned
+    planned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class StudySubmitFailure(Base):

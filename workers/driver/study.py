@@ -18,11 +18,12 @@ import logging
 import math
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import ray
+from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
@@ -34,6 +35,7 @@ from studies.spec import Fixed, StudySpec
 from studies.store import (
     TERMINAL_STATUSES,
     InvalidStatusTransitionError,
+    StoredTrialPlan,
     StudyStatus,
     TrialStatus,
     get_study,
@@ -41,6 +43,8 @@ from studies.store import (
     session_scope,
     set_study_runtime,
     set_study_status,
+    set_study_trial_plan,
+    study_trial_plan,
 )
 from studies.trial_config import FINAL_PHASE, GRID_PHASE, ORCHESTRATION_KEYS, TUNE_PHASE, Key, trial_seeds
 from workers.driver.arm_search import ArmSearch, grid_seed_fields
@@ -52,6 +56,7 @@ from workers.driver.method_search import MethodScheduler, StudySearch
 from workers.driver.parent_run import ParentRun, ensure_experiment, ensure_parent_run, log_results_artifacts
 from workers.driver.recorder import study_callbacks
 from workers.driver.search_space import to_tune_space
+from workers.driver.throughput import choose_by_throughput, measures_settings
 from workers.driver.trial_configs import StudyTrialConfigs
 from workers.driver.trial_errors import NoTrialSucceededError, study_error
 from workers.plugins.activate import activate_extensions, stored_extensions
@@ -60,6 +65,7 @@ from workers.tracking.spool import SPOOL_DIR_NAME
 from workers.trials.entry import study_trial
 from workers.trials.plan import TrialPlan, plan_trials
 from workers.trials.relay import warm_trial_hosts_for_study
+from workers.trials.throughput import CACHE_FILE_NAME, ThroughputCache, ThroughputChoice
 
 __all__ = ["DriverContext", "checkpoint_interval_s", "concurrent_trials", "open_parent_run", "run_study"]
 
@@ -216,7 +222,17 @@ def _run_sweeps(
         # Where trackers journal what MLflow has not taken yet (on the nodes' data dir, shared in a cluster).
         mlflow_spool_dir=str(settings.data_dir / SPOOL_DIR_NAME),
     )
-    plan = plan_study_trials(spec, base)
+    # A restarted driver keeps what the first one resolved: its measured choice, or (when it measured
+    # nothing) the spec-time rule, so the study's seed batches and compile mode never change mid-study.
+    planning = _stored_planning(ctx, study_id)
+    plan = plan_study_trials(
+        spec,
+        base,
+        choose_settings=planning.plan is None and measures_settings(spec, planning.spec_fields_set),
+        cache_path=settings.data_dir / CACHE_FILE_NAME,
+        kept=kept_choice(planning.plan),
+    )
+    base = {**base, Key.COMPILE: plan.compile_mode}  # the measured mode, where one was chosen
     log.info("study %s: %s", study_id, plan.describe())
     log.info(
         "study %s: trials checkpoint %s",
@@ -226,6 +242,7 @@ def _run_sweeps(
         else f"their last epoch and, before it, one per {every_s:g} s of training",
     )
     record_trial_plan(client, parent.run_id, plan)
+    _store_trial_plan(ctx, study_id, plan)
     check_cluster_fits(plan)
     if spec.kind == "grid" and spec.sequential is not None:
         results = _run_sequential_grid(spec, plan, ctx, base, metric=metric, client=client, parent=parent)
@@ -283,8 +300,19 @@ def check_cluster_fits(plan: TrialPlan) -> None:
     )
 
 
-def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
-    """The study's TrialPlan (workers.trials.plan), measuring a trial on a GPU node when `gpu` is auto."""
+def plan_study_trials(
+    spec: StudySpec,
+    base: dict[str, Any],
+    *,
+    choose_settings: bool = False,
+    cache_path: Path | None = None,
+    kept: ThroughputChoice | None = None,
+) -> TrialPlan:
+    """The study's TrialPlan (workers.trials.plan), measuring a trial on a GPU node when `gpu` is auto.
+
+    `choose_settings` (workers.driver.throughput.measures_settings): the spec leaves seeds per trial and
+    compile to a measurement, which runs on a GPU (cached in `cache_path`); `kept`: the choice an earlier
+    driver of this study made, which a restarted driver keeps instead of choosing again."""
 
     def measure_peak(seeds_per_trial: int) -> tuple[int, int]:
         probes = [{**base, **probe} for probe in StudyTrialConfigs(spec).probes(seeds_per_trial)]
@@ -292,6 +320,15 @@ def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
         task = ray.remote(num_gpus=1, num_cpus=spec.resources.cpu)(measure_probe_memory)
         peaks = ray.get([task.remote(config) for config in probes])
         return max(peak for peak, _ in peaks), min(device for _, device in peaks)
+
+    def choose(trials_per_gpu: list[int], gpu_share: float) -> ThroughputChoice | None:
+        if kept is not None:
+            log.info("keeping the setting this study's first driver chose: %s", kept.describe())
+            return kept
+        assert cache_path is not None, "a measured choice needs the cache's path"
+        return choose_by_throughput(
+            spec, base, trials_per_gpu=trials_per_gpu, gpu_share=gpu_share, cache=ThroughputCache(cache_path)
+        )
 
     return plan_trials(
         cpu=spec.resources.cpu,
@@ -302,7 +339,35 @@ def plan_study_trials(spec: StudySpec, base: dict[str, Any]) -> TrialPlan:
         num_seeds=len(spec.seeds),
         cluster_gpus=float(ray.cluster_resources().get("GPU", 0.0)),
         measure_peak=measure_peak,
+        choose=choose if (choose_settings or kept is not None) else None,
     )
+
+
+def kept_choice(stored_plan: dict[str, Any] | None) -> ThroughputChoice | None:
+    """The measured choice an earlier driver of the study recorded (None: none was measured or recorded)."""
+    throughput = (stored_plan or {}).get("throughput")
+    if not throughput:
+        return None
+    try:
+        return replace(ThroughputChoice.from_dict(throughput), source="kept")
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("the stored trial plan's throughput choice is unreadable (%s); choosing again", exc)
+        return None
+
+
+def _stored_planning(ctx: DriverContext, study_id: str) -> StoredTrialPlan:
+    with session_scope(ctx.engine, readonly=True) as session:
+        return study_trial_plan(session, study_id=study_id)
+
+
+def _store_trial_plan(ctx: DriverContext, study_id: str, plan: TrialPlan) -> None:
+    """The resolved plan in the study's row (what its page shows, what a restarted driver keeps); a failure
+    to write it is logged, never the study's failure."""
+    try:
+        with session_scope(ctx.engine) as session:
+            set_study_trial_plan(session, study_id=study_id, plan=plan.to_dict())
+    except Exception as exc:
+        log.warning("could not store the trial plan of study %s: %s", study_id, exc)
 
 
 def measure_probe_memory(config: dict[str, Any]) -> tuple[int, int]:
@@ -316,10 +381,27 @@ def measure_probe_memory(config: dict[str, Any]) -> tuple[int, int]:
     return memory.peak_bytes, memory.device_bytes
 
 
+THROUGHPUT_ARTIFACT = "trial_plan/throughput.json"
+
+
 def record_trial_plan(client: MlflowClient, parent_run_id: str, plan: TrialPlan) -> None:
-    """The resolved resources on the study's MLflow parent run (best-effort: tracking never fails a study)."""
+    """The resolved resources on the study's MLflow parent run (best-effort: tracking never fails a study):
+    tag normlab.trial_plan, and where a measurement chose them, tag normlab.throughput_choice (the choice
+    in words), tags normlab.seeds_per_trial / normlab.compile / normlab.trials_per_gpu, and every
+    candidate's measured samples/s in the artifact trial_plan/throughput.json."""
     try:
         client.set_tag(parent_run_id, "normlab.trial_plan", plan.describe())
+        choice = plan.throughput
+        if choice is None:
+            return
+        tags = {
+            "normlab.throughput_choice": choice.describe(),
+            "normlab.seeds_per_trial": str(choice.setting.seeds_per_trial),
+            "normlab.compile": choice.setting.compile_mode,
+            "normlab.trials_per_gpu": str(choice.setting.trials_per_gpu),
+        }
+        client.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+        client.log_dict(parent_run_id, choice.to_dict(), THROUGHPUT_ARTIFACT)
     except Exception as exc:
         log.warning("could not tag the MLflow parent run with the trial plan: %s", exc)
 

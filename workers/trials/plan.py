@@ -10,6 +10,10 @@ The spec may fix both (`resources.gpu`, `resources.seeds_per_trial`) or leave th
   15.3x / 29.1x one eager trial (FrozenLN / AutoNorm-S), against 2.8x / 4.1x for one compiled trial in the
   same run; but the 5-10 seeds a study usually has were not timed compiled, nor against compiled
   single-seed trials packed on one device, which is what "auto" gives under compile today.
+- measured (`choose`): on a GPU, a study whose spec leaves seeds_per_trial "auto" and budget.compile
+  unset picks its seeds per trial, compile mode and trials per GPU by a short measurement of candidate
+  settings (workers.trials.throughput: the rule; workers.driver.throughput: the measurement). Where
+  that cannot run, the rules above and below apply.
 - gpu "auto": 0 on a cluster without GPUs. Otherwise the driver measures, on a GPU node, the peak memory
   of one trial as the study will run it (its seed batch, every method, the largest width it may take) and
   packs as many trials per GPU as that memory allows: share = 1 / n, n = trials that fit in
@@ -22,6 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workers.trials.throughput import ThroughputChoice
 
 __all__ = [
     "DEFAULT_GPU_SEEDS_PER_TRIAL",
@@ -49,12 +57,29 @@ class TrialPlan:
     gpu: float
     seeds_per_trial: int
     gpu_reason: str  # why this GPU share, in words: shown in the driver log and on the MLflow parent run
+    compile_mode: str = "none"  # what every trial's training step runs under (budget.compile, or measured)
+    throughput: ThroughputChoice | None = None  # the measurement that chose the three, where one ran
 
     def describe(self) -> str:
-        return (
+        text = (
             f"{self.cpu:g} CPU and {self.gpu:g} GPU per trial ({self.gpu_reason}); "
-            f"{self.seeds_per_trial} seed(s) per final/grid trial"
+            f"{self.seeds_per_trial} seed(s) per final/grid trial; compile {self.compile_mode}"
         )
+        if self.throughput is not None:
+            text += f"; chosen by throughput: {self.throughput.describe()}"
+        return text
+
+    def to_dict(self) -> dict:
+        """What the study keeps of its plan (studies.store, the study page)."""
+        return {
+            "cpu": self.cpu,
+            "gpu": self.gpu,
+            "seeds_per_trial": self.seeds_per_trial,
+            "compile": self.compile_mode,
+            "gpu_reason": self.gpu_reason,
+            "describe": self.describe(),
+            "throughput": None if self.throughput is None else self.throughput.to_dict(),
+        }
 
 
 def seed_batches(seeds: Sequence[int], per_trial: int) -> list[list[int]]:
@@ -110,21 +135,58 @@ def plan_trials(
     num_seeds: int,
     cluster_gpus: float,
     measure_peak: Callable[[int], tuple[int, int]],
+    choose: Callable[[list[int], float], ThroughputChoice | None] | None = None,
 ) -> TrialPlan:
     """Resolve the "auto" values. `measure_peak(k)` runs one trial of k seeds on a GPU node and returns
-    (peak bytes, device bytes); it is called only for gpu "auto" on a cluster with GPUs."""
+    (peak bytes, device bytes); it is called only for gpu "auto" on a cluster with GPUs.
+
+    `choose(trials_per_gpu, gpu_share)`, given where the spec leaves seeds per trial and compile to a
+    measurement, is called only where trials get a GPU: with the trials per GPU it may pick from (1 and
+    what the memory rule packs for the largest seed batch, or the spec's own share) and the GPU share of
+    one probe trial; it returns the measured choice, or None to keep the rules of the module docstring."""
     if gpu != "auto":
         share = float(gpu)
+        if choose is not None and share > 0:
+            choice = choose([max(1, int(1 / share + 1e-9))], share)
+            if choice is not None:
+                return _chosen(cpu, share, "set in the spec", choice)
         k = seeds_per_trial_for(seeds_per_trial, gpu=share, compile_mode=compile_mode, num_seeds=num_seeds)
-        return TrialPlan(cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason="set in the spec")
+        return TrialPlan(
+            cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason="set in the spec", compile_mode=compile_mode
+        )
     if cluster_gpus <= 0:
         k = seeds_per_trial_for(seeds_per_trial, gpu=0.0, compile_mode=compile_mode, num_seeds=num_seeds)
-        return TrialPlan(cpu=cpu, gpu=0.0, seeds_per_trial=k, gpu_reason="auto: the cluster has no GPU")
+        return TrialPlan(
+            cpu=cpu,
+            gpu=0.0,
+            seeds_per_trial=k,
+            gpu_reason="auto: the cluster has no GPU",
+            compile_mode=compile_mode,
+        )
     k = seeds_per_trial_for(seeds_per_trial, gpu=1.0, compile_mode=compile_mode, num_seeds=num_seeds)
     peak, device = measure_peak(k)
     share = gpu_share_for(peak, device)
-    reason = (
-        f"auto: a {k}-seed trial peaked at {peak / 2**30:.2f} GiB of a {device / 2**30:.0f} GiB device, "
-        f"so {round(1 / share)} trial(s) share a GPU"
+    fits = round(1 / share)
+    memory = f"a {k}-seed trial peaked at {peak / 2**30:.2f} GiB of a {device / 2**30:.0f} GiB device"
+    if choose is not None:
+        choice = choose(sorted({1, fits}), share)
+        if choice is not None:
+            n = choice.setting.trials_per_gpu
+            reason = (
+                f"auto: {memory}, so up to {fits} trial(s) fit a GPU; {n} trial(s) per GPU measured fastest"
+            )
+            # n trials per GPU where n <= fits; never more than the memory allows (a kept choice's n)
+            return _chosen(cpu, max(share, math.floor(10_000 / n) / 10_000), reason, choice)
+    reason = f"auto: {memory}, so {fits} trial(s) share a GPU"
+    return TrialPlan(cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason=reason, compile_mode=compile_mode)
+
+
+def _chosen(cpu: float, share: float, reason: str, choice: ThroughputChoice) -> TrialPlan:
+    return TrialPlan(
+        cpu=cpu,
+        gpu=share,
+        seeds_per_trial=choice.setting.seeds_per_trial,
+        gpu_reason=reason,
+        compile_mode=choice.setting.compile_mode,
+        throughput=choice,
     )
-    return TrialPlan(cpu=cpu, gpu=share, seeds_per_trial=k, gpu_reason=reason)

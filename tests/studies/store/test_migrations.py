@@ -32,11 +32,12 @@ def test_upgrade_from_an_empty_database_creates_every_table_at_head(database_url
         "study_submit_failures",
         "study_notifications",
         "study_tags",
+        "study_trial_plans",
         "trials",
         "trial_epochs",
         "alembic_version",
     } <= tables
-    assert revision == "0008"
+    assert revision == "0009"
 
 
 def test_upgrading_twice_is_harmless(database_url):

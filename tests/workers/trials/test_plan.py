@@ -12,6 +12,7 @@ from workers.trials.plan import (
     seeds_per_trial_for,
     trials_run_on_cpu,
 )
+from workers.trials.throughput import Measurement, Setting, ThroughputChoice
 
 GIB = 2**30
 
@@ -122,3 +123,65 @@ def test_whether_trials_run_on_cpu_is_known_before_planning_and_agrees_with_the_
         measure_peak=lambda k: (2**30, 80 * 2**30),
     )
     assert trials_run_on_cpu(gpu, cluster_gpus=cluster_gpus) is (plan.gpu == 0)
+
+
+# ----- a measured choice (workers.trials.throughput) -------------------------------------------------------
+
+
+def _measured(setting):
+    baseline = Measurement(Setting(1, "none", 1), 1_000.0)
+    chosen = Measurement(setting, 9_000.0)
+    return ThroughputChoice(
+        setting=setting,
+        measurements=(baseline, chosen) if setting != baseline.setting else (baseline,),
+        samples_per_seed=1e6,
+        gpu="NVIDIA H200",
+        source="measured",
+    )
+
+
+def test_a_measured_choice_sets_seeds_compile_and_trials_per_gpu_after_the_memory_probe():
+    asked = []
+
+    def choose(trials_per_gpu, share):
+        asked.append((trials_per_gpu, share))
+        return _measured(Setting(4, "reduce-overhead", 8))
+
+    plan, calls = _plan(choose=choose)
+    share = gpu_share_for(10 * GIB, 140 * GIB)
+    assert calls == [5] and asked == [([1, 8], share)]  # the largest stack's memory decides what may pack
+    assert (plan.seeds_per_trial, plan.compile_mode, plan.gpu) == (4, "reduce-overhead", share)
+    assert plan.throughput is not None and "chosen by throughput" in plan.describe()
+    assert plan.to_dict()["throughput"]["chosen"] == {
+        "seeds_per_trial": 4,
+        "compile": "reduce-overhead",
+        "trials_per_gpu": 8,
+    }
+
+
+def test_one_trial_per_gpu_measured_fastest_takes_the_whole_gpu():
+    plan, _ = _plan(choose=lambda n, share: _measured(Setting(5, "reduce-overhead", 1)))
+    assert (plan.gpu, plan.seeds_per_trial) == (1.0, 5)
+
+
+def test_no_measured_choice_keeps_the_spec_time_rule():
+    plan, calls = _plan(choose=lambda n, share: None)
+    assert calls == [5] and (plan.seeds_per_trial, plan.compile_mode, plan.throughput) == (5, "none", None)
+
+
+def test_a_spec_gpu_share_is_kept_and_the_choice_runs_at_its_packing():
+    asked = []
+
+    def choose(trials_per_gpu, share):
+        asked.append((trials_per_gpu, share))
+        return _measured(Setting(8, "reduce-overhead", 4))
+
+    plan, calls = _plan(gpu=0.25, choose=choose)
+    assert calls == [] and asked == [([4], 0.25)]
+    assert (plan.gpu, plan.seeds_per_trial, plan.compile_mode) == (0.25, 8, "reduce-overhead")
+
+
+@pytest.mark.parametrize(("gpu", "cluster_gpus"), [(0, 8.0), ("auto", 0.0)])
+def test_on_cpu_nothing_is_measured_and_todays_rule_holds(gpu, cluster_gpus):
+    plan, calls = _plan(gpu=gpu, cluster_gpus=cluster_gpus, choose=lambda *a: pytest.fail("measured on CPU"))
+    assert calls == [] and (plan.gpu, plan.seeds_per_trial, plan.compile_mode) == (0.0, 1, "none")
