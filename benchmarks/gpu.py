@@ -14,7 +14,9 @@ the preset's crop+flip augmentation on the device, bf16 autocast forward (option
 `budget.compile` does), AutoNorm's per-step gate entropy, label-smoothed cross-entropy, backward, gradient
 clipping at 1.0, AdamW with the loop's parameter groups, the warmup-cosine scheduler. Not included: the
 per-epoch evaluation and checkpoint. AutoNorm-S is measured before its freeze (selectors still training: the
-slower phase).
+slower phase). Its compiled rows compile the forward and backward only and run clipping, the gate entropy
+and AdamW eagerly: budget.compile's path before the whole step was compiled. benchmarks/gpu_whole_step.py
+times the loop's compiled step as it is now (workers.training.whole_step) against this one.
 
 Rows, each for FrozenLN and AutoNorm-S as samples/s and as a ratio to one eager trial of the same method:
 one trial eager, compiled (mode default) and with CUDA graphs (mode reduce-overhead); N concurrent trial

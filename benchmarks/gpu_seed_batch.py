@@ -88,7 +88,7 @@ def build_seed_batched_step(
 
     def one_step() -> None:
         step(images, labels)
-        if compile != "none" and not step.grads.active:
+        if compile != "none" and not step.compiled:
             raise RuntimeError(f"compile {compile} was requested but the step fell back to eager")
 
     return one_step

@@ -11,7 +11,9 @@ then `--steps` steps run under torch.profiler with each phase of the step as a r
 batch, forward, gate_entropy, loss, backward, clip, optimizer). Per phase: host time (the range's wall time on the
 step's thread, per step) and device time (every kernel launched while the range was open, from any
 thread: the backward runs on autograd's own; per step; 0 on CPU). Needs only torch and the
-torch-only packages gpu.py needs (models/, workers/training); SYNTHETIC data, speed only.
+torch-only packages gpu.py needs (models/, workers/training); SYNTHETIC data, speed only. Its "CUDA graphs"
+step is gpu.py's, with only the forward and backward captured (the path before budget.compile compiled the
+whole step; benchmarks/gpu_whole_step.py times both).
 """
 
 from __future__ import annotations

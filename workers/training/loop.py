@@ -15,7 +15,6 @@ from torch import nn
 from workers.training.augment import build_augmenter
 from workers.training.batches import device_resident, iterate_batches
 from workers.training.checkpoint import CHECKPOINT_FILE, CheckpointSchedule
-from workers.training.compiled import CompiledForward
 from workers.training.config import RESUME_INSENSITIVE_FIELDS, TrainConfig, model_config
 from workers.training.epochs import RANK_EXAMPLE_SIZE as RANK_EXAMPLE_SIZE  # benchmarks read it here
 from workers.training.epochs import SeedEval, epoch_zero, run_epochs, test_metrics_per_seed, train_epoch
@@ -36,6 +35,7 @@ from workers.training.run_parts import (
     progress_bar,
 )
 from workers.training.seeding import capture_rng_state, restore_rng_state, seed_everything
+from workers.training.whole_step import CompiledTrainStep
 
 __all__ = ["CHECKPOINT_FORMAT", "ReportFn", "TrainingRun", "resolve_device", "run_training"]
 
@@ -114,8 +114,6 @@ class TrainingRun:
             cfg, norm_kind=choice.kind, model_fields=self.bundle.model_fields, method_options=choice.options
         )
         self.model: nn.Module = build_model(cfg.model or self.bundle.default_model, fields).to(self.device)
-        # Training forward only (budget.compile); evaluation and checkpoints use the eager module.
-        self.train_forward = CompiledForward(self.model, cfg.compile, self.device)
         self.optimizer = build_optimizer(self.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.steps_per_epoch, self.scheduler = build_schedule(self.optimizer, cfg, len(self.bundle.train))
         self.freezer = build_freezer(cfg, choice.gate_freeze)
@@ -133,8 +131,25 @@ class TrainingRun:
         self.loss_fn = TaskLoss(
             self.bundle.task, label_smoothing=cfg.label_smoothing, ignore_index=self.bundle.ignore_index
         )
+        # budget.compile: the whole training step compiled (workers.training.whole_step); None: the eager
+        # step (compile "none", or no compiler found). Evaluation and checkpoints use the eager module.
+        self.train_step = self._compiled_step()
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
+
+    def _compiled_step(self) -> CompiledTrainStep | None:
+        if self.cfg.compile == "none":
+            return None
+        step = CompiledTrainStep(
+            self.model,
+            loss_fn=self.loss_fn,
+            optimizer=self.optimizer,
+            grad_clip=self.cfg.grad_clip,
+            device=self.device,
+            amp=self.cfg.amp,
+            mode=self.cfg.compile,
+        )
+        return step if step.active else None
 
     # ----- epochs -------------------------------------------------------------------------------------
 
@@ -172,8 +187,10 @@ class TrainingRun:
         return self.freezer is not None
 
     def observe_freeze(self, index: int, entropies: list[float]) -> None:
-        if self.freezer is not None:  # a freeze flips the selectors' requires_grad in the model itself
-            self.freezer.observe(self.epoch, entropies, self.model)
+        # A freeze flips the selectors' requires_grad in the model itself; a compiled step holds them instead.
+        froze = self.freezer is not None and self.freezer.observe(self.epoch, entropies, self.model)
+        if froze and self.freezer is not None and self.train_step is not None:
+            self.train_step.freeze(self.freezer.frozen_layers)
 
     def freeze_metrics(self, index: int) -> dict[str, int]:
         return freeze_metrics(self.freezer, self.gated_layers)
@@ -189,6 +206,9 @@ class TrainingRun:
         loss_sum = torch.zeros((), device=self.device)  # summed on device: one host sync per epoch
         self.train_gates.reset()
         self.selector_grads.reset()
+        compiled = self.train_step
+        if compiled is not None:
+            compiled.start_epoch()
         samples = 0
         bar = progress_bar(cfg, self.steps_per_epoch, f"epoch {self.epoch}/{cfg.epochs}")
         try:
@@ -200,24 +220,37 @@ class TrainingRun:
                     x = self.augmenter(x)
                 if self.mixer is not None:
                     x, y = self.mixer(x, y)
-                with self._autocast():
-                    output = self.train_forward(x)
-                self.train_gates.update()  # the noise-free gates this batch trained with
-                loss = self.loss_fn(output, y)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.selector_grads.update()  # the loss's own selector gradient, before clipping
-                if cfg.grad_clip is not None and cfg.grad_clip > 0:
-                    nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                self.optimizer.step()
+                if compiled is not None:
+                    compiled(x, y)  # the whole step, its loss and gates summed on the device
+                else:
+                    with self._autocast():
+                        output = model(x)
+                    self.train_gates.update()  # the noise-free gates this batch trained with
+                    loss = self.loss_fn(output, y)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    self.selector_grads.update()  # the loss's own selector gradient, before clipping
+                    if cfg.grad_clip is not None and cfg.grad_clip > 0:
+                        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    self.optimizer.step()
+                    loss_sum += loss.detach() * x.shape[0]
                 self.scheduler.step()
-                loss_sum += loss.detach() * x.shape[0]
                 samples += x.shape[0]
                 if bar is not None:
                     bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
+        if compiled is not None:
+            totals = compiled.totals  # (1,)-shaped sums of the one model
+            loss_sum = totals.loss[0]
+            self.train_gates.add_totals(totals.gate_entropy[0], totals.gate_decisions)
+            self.selector_grads.add_totals(
+                totals.selector_grad[0],
+                totals.selector_square[0],
+                totals.steps,
+                elements=compiled.trained_selector_elements(),
+            )
         return [float(loss_sum) / max(samples, 1)], samples
 
     @torch.no_grad()
@@ -263,9 +296,13 @@ class TrainingRun:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.train_step is not None:
+            self.train_step.state_loaded()
         if self.freezer is not None:
             self.freezer.load_state_dict(state["freezer"])
             self.freezer.apply(self.model)
+            if self.train_step is not None:
+                self.train_step.freeze(self.freezer.frozen_layers)
         if self.mixer is not None:
             self.mixer.load_state_dict(state["mixer"])
         if self.augmenter is not None:

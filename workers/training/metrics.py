@@ -168,6 +168,15 @@ class TrainGateEntropy:
         self._sum = total if self._sum is None else self._sum + total
         self._count += entropy.shape[1]
 
+    def add_totals(self, totals: torch.Tensor, decisions: int) -> None:
+        """Add batches summed elsewhere: `totals` (L,) the per-layer entropies summed over `decisions` gate
+        decisions per layer (what a compiled step adds up on the device, workers.training.whole_step)."""
+        if not self._norms or decisions == 0:
+            return
+        totals = totals.detach().clone()
+        self._sum = totals if self._sum is None else self._sum + totals
+        self._count += decisions
+
     def compute(self) -> dict[str, float]:
         """train_gate_entropy_<i> per layer and train_gate_entropy_mean; empty without gates or batches."""
         if self._sum is None or self._count == 0:
@@ -215,12 +224,13 @@ class SelectorGradVariance:
         self._sum: torch.Tensor | None = None  # (P,) float64, summed gradients
         self._square: torch.Tensor | None = None  # () float64, summed squared gradient norms
         self._steps = 0
+        self._elements: int | None = None  # P when the sums also hold frozen (zero) elements (add_totals)
 
     def reset(self) -> None:
         """Start an epoch; the selectors that train are those not frozen now (a freeze comes between
         epochs, never within one)."""
         self._trained = [p for p in self._params if p.requires_grad]
-        self._sum, self._square, self._steps = None, None, 0
+        self._sum, self._square, self._steps, self._elements = None, None, 0, None
 
     def update(self) -> None:
         """Add this step's selector gradient (call after backward, before clipping)."""
@@ -237,12 +247,25 @@ class SelectorGradVariance:
             self._square = self._square + square
         self._steps += 1
 
+    def add_totals(
+        self, grad_sum: torch.Tensor, square_sum: torch.Tensor, steps: int, *, elements: int
+    ) -> None:
+        """Take an epoch's sums kept elsewhere (a compiled step's, workers.training.whole_step): `grad_sum`
+        (P,) over every selector parameter, a frozen one's elements zero, `square_sum` () and the `steps`
+        they cover; `elements` of the P trained. Replaces what `update` added (a run uses one or the other)."""
+        if elements == 0 or steps == 0:
+            self._sum, self._square, self._steps = None, None, 0
+            return
+        self._sum, self._square = grad_sum.detach().clone(), square_sum.detach().clone()
+        self._steps, self._elements = steps, elements
+
     def compute(self) -> dict[str, float]:
         """{"selector_grad_var": value}, or {} when no selector trained or no step ran this epoch."""
         if self._sum is None or self._square is None or self._steps == 0:
             return {}
         total = float(summed_grad_variance(self._sum, self._square, self._steps))  # the host sync
-        return {SELECTOR_GRAD_VAR: total / self._sum.numel()}
+        elements = self._elements if self._elements is not None else self._sum.numel()
+        return {SELECTOR_GRAD_VAR: total / elements}
 
 
 def summed_grad_variance(grad_sum: torch.Tensor, square_sum: torch.Tensor, steps: int) -> torch.Tensor:

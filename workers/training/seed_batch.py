@@ -244,6 +244,8 @@ class SeedBatchedRun:
         loss_sum = torch.zeros(self.num_seeds, device=self.device)  # (k,) on device: one host sync per epoch
         self.train_gates.reset()
         self.step.selector_grads.reset(self.step.freezes.trained_selector_elements())
+        self.step.start_epoch()
+        totals = self.step.totals  # a compiled step sums the loss and gates itself
         samples = 0
         bar = progress_bar(
             self.cfg, self.steps_per_epoch, f"epoch {self.epoch}/{self.cfg.epochs} ({self.num_seeds} seeds)"
@@ -254,14 +256,19 @@ class SeedBatchedRun:
                     break
                 x, y = self._augment_and_mix(x, y)  # (k, B, ...)
                 loss, probs = self.step(x, y)
-                self.train_gates.update(probs)
-                loss_sum += loss * x.shape[1]
+                if totals is None:
+                    self.train_gates.update(probs)
+                    loss_sum += loss * x.shape[1]
                 samples += x.shape[1]
                 if bar is not None:
                     bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
+        if totals is not None:
+            loss_sum = totals.loss
+            self.train_gates.add_totals(totals.gate_entropy, totals.gate_decisions)
+            self.step.selector_grads.add_totals(totals.selector_grad, totals.selector_square, totals.steps)
         return [value / max(samples, 1) for value in loss_sum.tolist()], samples
 
     def _stacked_batches(self, orders: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -369,6 +376,7 @@ class SeedBatchedRun:
         for i, state in enumerate(states):
             self.stacked.load_seed_state_dict(i, state["model"])
         self.optimizer.load_state_dict(self._merged_optimizer_state([state["optimizer"] for state in states]))
+        self.step.state_loaded()
         self.scheduler.load_state_dict(states[0]["scheduler"])
         self.step.freezes.clear()
         for i, state in enumerate(states):

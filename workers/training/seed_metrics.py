@@ -66,6 +66,15 @@ class StackedTrainGateEntropy:
         self._sum = total if self._sum is None else self._sum + total
         self._count += entropy.shape[2]
 
+    def add_totals(self, totals: torch.Tensor, decisions: int) -> None:
+        """Add batches summed elsewhere: `totals` (k, L) the per-seed, per-layer entropies summed over
+        `decisions` gate decisions per seed and layer (a compiled step's sums, workers.training.seed_step)."""
+        if decisions == 0 or totals.shape[-1] == 0:
+            return
+        totals = totals.detach().clone()
+        self._sum = totals if self._sum is None else self._sum + totals
+        self._count += decisions
+
     def compute(self) -> list[dict[str, float]]:
         """Per seed: train_gate_entropy_<i> per layer and train_gate_entropy_mean (empty dicts without gates)."""
         if self._sum is None or self._count == 0:
@@ -114,6 +123,14 @@ class StackedSelectorGradVariance:
             self._sum.add_(flat)
             self._square = self._square + square
         self._steps += 1
+
+    def add_totals(self, grad_sum: torch.Tensor, square_sum: torch.Tensor, steps: int) -> None:
+        """Take an epoch's sums kept elsewhere (a compiled step's, workers.training.seed_step): `grad_sum`
+        (k, P), `square_sum` (k,) and the `steps` they cover. Replaces what `update` added."""
+        if not self.names or steps == 0:
+            return
+        self._sum, self._square = grad_sum.detach().clone(), square_sum.detach().clone()
+        self._steps = steps
 
     def compute(self) -> list[dict[str, float]]:
         """Per seed: {"selector_grad_var": value}, or {} when it trained no selector or no step ran."""

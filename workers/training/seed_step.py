@@ -1,8 +1,14 @@
 """One optimizer step of k stacked seeds: vmap(grad) forward/backward, per-seed clipping, per-seed
 AutoNorm-S selector freezes, AdamW on the stacked tensors, and the shared warmup+cosine schedule.
 
-With `compile` (budget.compile) the vmap(grad) runs under torch.compile (workers.training.compiled) in
-the template's compilable forms (StackedModels.compilable_forms); the rest of the step stays eager.
+With `compile` (budget.compile) the whole step is one compiled graph (workers.training.compiled,
+fullgraph) in the template's compilable forms (StackedModels.compilable_forms): the vmap(grad), the
+step's loss and per-seed gate entropy added to the epoch's sums on the device
+(workers.training.whole_step.EpochTotals), the frozen selectors' gradients zeroed, the selector-gradient
+sums, per-seed clipping, AdamW (workers.training.optim.GraphAdamW: foreach, capturable, a device lr) and
+the frozen slices put back. The freeze is data there: each seed's frozen layers are a (L, k) tensor the
+graph reads, so a freeze never recompiles it. Only the lr schedule's host-side step (its value reaches
+the graph through a fill of the device lr) runs outside. Without `compile` the step is the eager one below.
 
 AdamW and the schedule are torch's own (workers.training.optim / .schedule), applied to (k, ...) tensors:
 AdamW is elementwise, so every seed's slice follows exactly the update a single-seed run gives it, with
@@ -30,9 +36,10 @@ import torch
 from torch import nn
 
 from workers.training.compiled import CompiledCall
-from workers.training.optim import adamw, parameter_groups
+from workers.training.optim import GraphAdamW, adamw, parameter_groups
 from workers.training.seed_metrics import StackedSelectorGradVariance
 from workers.training.stacked import StackedModels, attention_backends_for_vmap
+from workers.training.whole_step import EpochTotals, hold, restore_held_
 
 __all__ = [
     "SeedBatchedStep",
@@ -190,20 +197,50 @@ class SeedBatchedStep:
             [name for names in self.freezes.layer_params for name in names], stacked.num_seeds
         )
         self.last_grad_norms: torch.Tensor | None = None  # (k,) pre-clip gradient norms of the last step
-        # budget.compile: the vmap(grad) below under torch.compile. It returns gradients and changes no
-        # state, so a compiler failure can fall back to the eager call safely (CompiledCall).
-        self.grads = CompiledCall(stacked.grad_fn(self._seed_loss), compile, device, backend=compile_backend)
+        # The eager step's vmap(grad).
+        self.grads = CompiledCall(stacked.grad_fn(self._seed_loss), "none", device)
+        # budget.compile: the whole step as one compiled graph (`_whole_step`), its epoch sums in `totals`;
+        # None (and no totals) runs the eager step, as when no compiler is found. Compiled whole
+        # (fullgraph), a compiler failure leaves every tensor as it was, and `_whole_step` goes on eagerly.
+        self.whole: CompiledCall | None = None
+        self.totals: EpochTotals | None = None
+        self.adamw: GraphAdamW | None = None
+        if compile != "none":
+            self.adamw = GraphAdamW(optimizer, device)
+            whole = CompiledCall(
+                self._whole_step,
+                compile,
+                device,
+                backend=compile_backend,
+                fullgraph=True,
+                on_fallback=self.adamw.eager,
+            )
+            if whole.active:
+                self.whole = whole
+                self.totals = EpochTotals(
+                    (stacked.num_seeds,),
+                    layers=len(self.gated),
+                    selector_elements=sum(self.freezes.layer_sizes),
+                    device=device,
+                )
+        self._group_names: list[list[str]] = []  # per optimizer group, its stacked names (set by _prepare)
+        self._held: list[tuple[torch.Tensor, int]] = []  # set by _prepare
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the step runs as one compiled graph (not eager, nor fallen back to eager)."""
+        return self.whole is not None and self.whole.active
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """One step; returns each seed's loss (k,) and the noise-free gate probabilities it trained with,
-        one (k, B, 2) (or causal (k, B, T, 2)) tensor per gated layer."""
+        one (k, B, 2) (or causal (k, B, T, 2)) tensor per gated layer. A compiled step also adds both into
+        `totals`; under CUDA graphs what it returns is valid until the next step."""
+        if self.whole is not None:
+            return self._compiled_call(x, y)
         params = self.stacked.params
-        forms = self.stacked.compilable_forms() if self.grads.active else contextlib.nullcontext()
-        with attention_backends_for_vmap(self.device), forms:
+        with attention_backends_for_vmap(self.device):
             grads, (loss, probs) = self.grads(params, self.call_buffers(), x, y)
         self.clear_gate_cache()
-        if self.grads.cuda_graphs:  # the next replay overwrites its outputs; these two outlive the step
-            loss, probs = loss.clone(), tuple(p.clone() for p in probs)
         self.freezes.zero_grads_(grads)
         self.selector_grads.update(grads)  # each seed's own selector gradient, before clipping
         if self.grad_clip is not None:
@@ -215,6 +252,99 @@ class SeedBatchedStep:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach(), probs
+
+    def start_epoch(self) -> None:
+        """Before an epoch's steps: a compiled step's sums start from zero."""
+        if self.totals is not None:
+            self.totals.zero_()
+
+    def state_loaded(self) -> None:
+        """The optimizer's state was replaced (a checkpoint): a compiled step lists its tensors again."""
+        if self.adamw is not None:
+            self.adamw.tensors = None
+
+    def _compiled_call(
+        self, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        assert self.whole is not None and self.totals is not None and self.adamw is not None
+        if self.adamw.tensors is None:
+            self._prepare()
+        self.adamw.sync_lr()
+        forms = self.stacked.compilable_forms() if self.whole.active else contextlib.nullcontext()
+        with attention_backends_for_vmap(self.device), forms:
+            loss, probs, self.last_grad_norms = self.whole(self.stacked.params, self.stacked.buffers, x, y)
+        self.clear_gate_cache()
+        self.adamw.note_step()
+        self.scheduler.step()
+        if probs:  # gate decisions per seed and layer: a sample's (or, causal, each of its tokens')
+            self.totals.gate_decisions += probs[0][0].numel() // probs[0].shape[-1]
+        self.totals.steps += 1
+        return loss, probs
+
+    def _prepare(self) -> None:
+        """What the compiled step reads, listed once its tensors exist (first step, or after a checkpoint)."""
+        import torch._dynamo
+
+        assert self.adamw is not None
+        self.adamw.prepare(lambda param: True)
+        names = {id(tensor): name for name, tensor in self.stacked.params.items()}
+        self._group_names = [[names[id(param)] for param in params] for params in self.adamw.params]
+        # Per selector parameter of each gated layer: its stacked tensor and AdamW moments (not the step
+        # count, one for all k seeds), held around AdamW for the seeds that froze the layer.
+        self._held = [
+            (tensor, layer)
+            for layer, layer_names in enumerate(self.freezes.layer_params)
+            for name in layer_names
+            for tensor in (self.stacked.params[name], *self.adamw.moments_of(self.stacked.params[name]))
+        ]
+        # Updated in place by the step or between epochs: fixed addresses for a CUDA graph.
+        for tensor in [
+            *self.stacked.params.values(),
+            *self.stacked.buffers.values(),
+            self.freezes.layer_frozen,
+        ]:
+            torch._dynamo.mark_static_address(tensor)
+
+    def _whole_step(
+        self,
+        params: Mapping[str, torch.Tensor],
+        buffers: Mapping[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor | None]:
+        """The eager step's arithmetic, one graph: (each seed's loss, the gate probabilities, the pre-clip
+        gradient norms or None); the loss and gate entropy go into `totals`, the update into the tensors."""
+        from models.norms.autonorm import gate_entropy
+
+        assert self.totals is not None and self.adamw is not None
+        totals, num_seeds = self.totals, self.stacked.num_seeds
+        flags = self.freezes.gate_flags()
+        grads, (loss, probs) = self.grads.fn(params, {**buffers, **flags} if flags else buffers, x, y)
+        loss = loss.detach()
+        totals.loss.add_(loss * x.shape[1])
+        if probs:
+            entropy = torch.stack([gate_entropy(p).reshape(num_seeds, -1) for p in probs], dim=1)  # (k, L, N)
+            totals.gate_entropy.add_(entropy.sum(dim=2))
+        grads = dict(grads)
+        frozen = self.freezes.layer_frozen  # (L, k)
+        for layer, names in enumerate(self.freezes.layer_params):
+            for name in names:  # a frozen seed's selector gradient is zero (SelectorFreezes.zero_grads_)
+                grad = grads[name]
+                grads[name] = grad.masked_fill(frozen[layer].view(-1, *([1] * (grad.dim() - 1))), 0.0)
+        if self.selector_grads.names:
+            flat = torch.cat(
+                [grads[name].reshape(num_seeds, -1) for name in self.selector_grads.names], dim=1
+            )
+            flat = flat.to(torch.float64)  # (k, P)
+            totals.selector_grad.add_(flat)
+            totals.selector_square.add_((flat * flat).sum(dim=1))
+        norms = clip_grad_norm_per_seed_(list(grads.values()), self.grad_clip) if self.grad_clip else None
+        # A frozen seed's selector slices and their AdamW moments come back unchanged (SelectorFreezes.held).
+        before = hold([tensor for tensor, _ in self._held])
+        self.adamw.step_([[grads[name] for name in names] for names in self._group_names])
+        for (tensor, layer), value in zip(self._held, before, strict=True):
+            restore_held_([tensor], [value], frozen[layer])
+        return loss, probs, norms
 
     def call_buffers(self) -> dict[str, torch.Tensor]:
         """What the vmapped template call substitutes besides the parameters, stacked (k, ...): the

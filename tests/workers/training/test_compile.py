@@ -1,4 +1,4 @@
-"""budget.compile: the training forward under torch.compile trains like the eager one and fails soft.
+"""budget.compile: the training step under torch.compile trains like the eager one and fails soft.
 
 Inductor's C++ code generation takes over a minute per graph on two busy cores, so the fast tests compile
 through dynamo and AOTAutograd with the `aot_eager` backend (same tracing, same guards and recompiles,
@@ -17,10 +17,11 @@ import workers.training.loop as loop_module
 from studies.spec import Budget
 from workers.training import CHECKPOINT_FILE, TrainConfig, TrainingRun, load_checkpoint, run_training
 from workers.training.compiled import CompiledForward
+from workers.training.whole_step import CompiledTrainStep
 
 # Two epochs of the tiny ViT on digits at batch 512: each epoch ends with a short batch (its own static
-# graph), and AutoNorm-S freezes its selectors after epoch 1 (eps_h 0: entropy never falls below it),
-# which changes requires_grad mid-run and recompiles once. Dropout is off; Gumbel gate noise stays on.
+# graph), and AutoNorm-S freezes its selectors after epoch 1 (eps_h 0: entropy never falls below it).
+# Dropout is off; Gumbel gate noise stays on.
 BASE = TrainConfig(
     method="frozen_ln",
     dataset="digits",
@@ -39,7 +40,7 @@ METHODS = ("frozen_ln", "autonorm_s")
 def aot_eager(monkeypatch):
     """Runs built by the loop compile with the aot_eager backend instead of inductor."""
     monkeypatch.setattr(
-        loop_module, "CompiledForward", functools.partial(CompiledForward, backend="aot_eager")
+        loop_module, "CompiledTrainStep", functools.partial(CompiledTrainStep, backend="aot_eager")
     )
 
 
@@ -67,11 +68,10 @@ def _assert_same_training(compiled, eager, tol):
 def test_compiled_training_matches_eager_over_short_batches_and_the_freeze(method, aot_eager):
     cfg = replace(BASE, method=method)
     compiled = _losses(replace(cfg, compile="default"))
-    assert compiled[1].train_forward.active  # no silent fallback to eager
+    assert compiled[1].train_step.active  # no silent fallback to eager
     _assert_same_training(compiled, _losses(cfg), tol=1e-4)
-    if method == "autonorm_s":
-        frozen = [p for _, norm in _gated(compiled[1].model) for p in norm.selector.parameters()]
-        assert frozen and not any(p.requires_grad for p in frozen)
+    if method == "autonorm_s":  # the compiled step holds the frozen selectors (the eager one drops them)
+        assert compiled[1].train_step.frozen.all()
 
 
 @pytest.mark.slow
@@ -81,7 +81,7 @@ def test_inductor_on_cpu_matches_eager(method):
     # Inductor draws its own random numbers by default; fall back to torch's so Gumbel noise matches.
     with torch._inductor.config.patch(fallback_random=True):
         compiled = _losses(replace(cfg, compile="default"))
-    assert compiled[1].train_forward.active
+    assert compiled[1].train_step.active
     _assert_same_training(compiled, _losses(cfg), tol=1e-3)
 
 
@@ -113,7 +113,7 @@ def test_without_a_compiler_training_falls_back_to_eager_with_a_warning(monkeypa
     )
     with pytest.warns(RuntimeWarning, match="default requested but inductor needs a C\\+\\+ compiler"):
         run = TrainingRun(replace(BASE, compile="default", max_steps_per_epoch=1))
-    assert not run.train_forward.active
+    assert run.train_step is None  # the eager step
     assert run.train_one_epoch()["train_loss"] > 0
 
 

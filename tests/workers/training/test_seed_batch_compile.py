@@ -67,7 +67,7 @@ def test_a_compiled_seed_batch_trains_as_the_eager_one_over_short_batches_and_th
         cfg = replace(cfg, knobs={**cfg.knobs, "post_freeze_gate": post_freeze_gate})
     compiled = _train(replace(cfg, compile="default"))
     run = compiled[1]
-    assert run.step.grads.active  # no silent fallback to eager
+    assert run.step.compiled  # no silent fallback to eager
     _assert_same_training(compiled, _train(cfg), tol=1e-4)
     if method == "autonorm_s":
         assert all(seed["gates_frozen"] == 1 for seed in compiled[0][-1])
@@ -115,7 +115,7 @@ def _same_batch_for_every_seed(k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
 def test_under_compile_every_seed_draws_its_own_noise(norm, dropout, seeds_differ):
     step = _step(_identical_models(norm, dropout), compile="default", compile_backend="aot_eager")
     loss, _ = step(*_same_batch_for_every_seed())
-    assert step.grads.active
+    assert step.compiled
     assert torch.allclose(loss[0], loss[1]) is not seeds_differ
 
 
@@ -128,7 +128,7 @@ def test_a_compiler_failure_warns_once_and_the_stacked_step_continues_eager():
     eager = _step(_identical_models("layernorm", 0.0))
     with pytest.warns(RuntimeWarning, match="the compiler failed"):
         loss, _ = broken(x, y)
-    assert not broken.grads.active
+    assert not broken.compiled
     torch.testing.assert_close(loss, eager(x, y)[0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -152,7 +152,7 @@ def test_the_step_compiles_in_the_compilable_forms_and_evaluation_keeps_the_fuse
 
     step = _step(_identical_models("autonorm", 0.0), compile="default", compile_backend=recording_backend)
     step(*_same_batch_for_every_seed())
-    assert step.grads.active
+    assert step.compiled
     assert seen == [(False, [True, True])]  # vit_lite_tiny: two blocks
     # After the call: the fused SDPA kernels and, on CUDA, the Triton mixed norm, for evaluation.
     attention = [m for m in step.stacked.template.modules() if isinstance(m, Attention)]
@@ -174,5 +174,5 @@ def test_inductor_compiles_the_stacked_step_on_cpu_and_trains_as_eager():
     cfg = replace(BASE, method="autonorm_s", batch_size=256, max_steps_per_epoch=2)
     with torch._inductor.config.patch(fallback_random=True):
         compiled = _train(replace(cfg, compile="default"))
-    assert compiled[1].step.grads.active
+    assert compiled[1].step.compiled
     _assert_same_training(compiled, _train(cfg), tol=1e-3)
