@@ -76,6 +76,7 @@ bench-gpu:
 	$(PYTHON) benchmarks/gpu_step_profile.py --out $(GPU_OUT)/step_profile.md
 	$(PYTHON) benchmarks/gpu.py --out $(GPU_OUT)/trials.md
 	$(PYTHON) benchmarks/gpu_packing.py --out $(GPU_OUT)/packing.md
+	$(PYTHON) benchmarks/gpu_whole_step.py --out $(GPU_OUT)/whole_step.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
