@@ -157,6 +157,8 @@ class ValidationErrorOut(BaseModel):
 
 _ERROR_DESCRIPTIONS = {
     401: "Missing or wrong bearer token",
+    403: "The spec names plugins or user datasets, which this server does not accept (NORMLAB_ALLOW_PLUGINS) "
+    "or which need the plugin token; the message says which",
     404: "No such resource",
     409: "The request conflicts with the resource's state",
     413: "The request body is larger than the server accepts",

@@ -74,6 +74,11 @@ def _request_item(index: int, entry: Any) -> dict[str, Any]:
     return {"source": source.to_json()}
 
 
+def _listed(data: dict[str, Any], field: str) -> list[Any]:
+    value = data.get(field)
+    return list(value) if isinstance(value, list) else []
+
+
 def _declared(index: int, raw: Any) -> dict[str, Any]:
     """A user dataset as its model fills it in (its own 422s at their fields), for the child to open."""
     try:
@@ -95,8 +100,9 @@ def _entry_error(index: int, message: str, field: str | None = None) -> InvalidS
 async def check_plugins(data: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """`data` with every plugin entry and user dataset filled in from the child's check; InvalidSpecError
     (422) for one that fails. A spec with neither comes back as it is."""
-    entries = list(data.get("plugins") or [])
-    datasets = [_declared(i, d) for i, d in enumerate(data.get("user_datasets") or [])]
+    # Anything but a list is left to the spec's validation (a 422 at the field).
+    entries = _listed(data, "plugins")
+    datasets = [_declared(i, d) for i, d in enumerate(_listed(data, "user_datasets"))]
     if not entries and not datasets:
         return data
     request = {"plugins": [_request_item(i, e) for i, e in enumerate(entries)], "user_datasets": datasets}

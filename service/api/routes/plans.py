@@ -51,7 +51,7 @@ def cluster_of(settings: Settings) -> Cluster:
     response_model=StudyPlan,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
-    responses=error_responses(401, 413, 415, 422, 503),
+    responses=error_responses(401, 403, 413, 415, 422, 503),
     summary="Plan a study: trials per phase, GPU-hours, wall time, seeds for power (runs and stores nothing)",
 )
 async def plan(request: Request, database: DatabaseDep, settings: SettingsDep) -> StudyPlan:

@@ -58,7 +58,7 @@ async def read_spec(request: Request, settings: Settings) -> StudySpec:
     problems = json_problems(data)
     if problems:
         raise InvalidSpecError(problems)
-    if isinstance(data, dict) and (data.get("plugins") or data.get("user_datasets")):
+    if isinstance(data, dict) and names_extensions(data):
         bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip() or None
         plugin_permission(data, settings=settings, bearer=bearer, plugin_token=request.app.state.plugin_token)
         data = await check_plugins(data, settings)
@@ -70,6 +70,11 @@ async def read_spec(request: Request, settings: Settings) -> StudySpec:
         )
     except ValidationError as exc:
         raise InvalidSpecError.from_validation_error(exc) from exc
+
+
+def names_extensions(data: dict[str, Any]) -> bool:
+    """Whether a spec names plugins or user datasets, as lists (any other value is the validation's 422)."""
+    return any(isinstance(data.get(field), list) and data[field] for field in ("plugins", "user_datasets"))
 
 
 def _refuse_plain_text(content_type: str | None) -> None:

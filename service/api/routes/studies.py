@@ -97,7 +97,7 @@ async def spec_from_body(request: Request, settings: SettingsDep) -> StudySpec:
     response_model=StudyOut,
     dependencies=[AuthDep],
     openapi_extra=_SPEC_BODY,
-    responses={**_REPLAY_RESPONSE, **error_responses(401, 413, 415, 422, 503, 507)},
+    responses={**_REPLAY_RESPONSE, **error_responses(401, 403, 413, 415, 422, 503, 507)},
     summary="Submit a study (stored as queued; the background loop starts it)",
 )
 async def submit_study(

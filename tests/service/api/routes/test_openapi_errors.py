@@ -18,7 +18,7 @@ def document(app) -> dict:
     [
         # 503 (with Retry-After): the database is busy past its queue timeout (service.api.load_shedding),
         # or unreachable, read-only, damaged; 507: a write found the database's disk full.
-        ("post", "/studies", {"200", "201", "401", "413", "415", "422", "503", "507"}),
+        ("post", "/studies", {"200", "201", "401", "403", "413", "415", "422", "503", "507"}),
         ("get", "/studies", {"200", "422", "503"}),
         ("get", "/studies/{study_id}", {"200", "404", "422", "503"}),
         ("get", "/studies/{study_id}/trials", {"200", "404", "422", "503"}),
