@@ -79,6 +79,12 @@ class PluginSource:
         }
 
     @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> PluginSource:
+        """The source a checked `plugins` entry of a stored spec holds."""
+        files = dict(entry.get("files") or {})
+        return cls(entry_ref(entry), entry["package"], entry["sha256"], files, entry.get("distribution"))
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PluginSource:
         return cls(
             data["ref"], data["package"], data["sha256"], dict(data["files"]), data.get("distribution")
@@ -93,6 +99,17 @@ class PluginSource:
     def shipped(self) -> bool:
         """Whether the stored files travel with the study (False: an installed distribution)."""
         return self.distribution is None
+
+
+def entry_ref(entry: Mapping[str, Any]) -> str:
+    """How a `plugins` entry of a spec names its plugin: its path, or `entry_point:<name>`."""
+    return entry.get("path") or f"entry_point:{entry.get('entry_point')}"
+
+
+def provided_names(entry: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Section -> the names a checked `plugins` entry registered (sections it left empty left out)."""
+    provides = entry.get("provides") or {}
+    return {section: [r["name"] for r in records] for section, records in provides.items() if records}
 
 
 def _hash(files: Mapping[str, str]) -> str:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from normlab.loading import changed_on_disk
+from normlab.loading import changed_on_disk, entry_ref
 from service.api.errors import ClaimNotServedError
 from service.api.mlflow_links import mlflow_ui_url
 from studies.catalog import SIZES, Claim, UnknownClaimError, claim_ids, claims_reading, get_claim, spec_path
@@ -224,8 +224,7 @@ def _provenance(study: StudyView, spec: StudySpec | None, mlflow_tracking_uri: s
 
 
 def _plugin_line(entry: dict) -> str:
-    ref = entry.get("path") or f"entry_point:{entry.get('entry_point')}"
-    line = f"{ref} sha256 {entry.get('sha256')} (package {entry.get('package')})"
+    line = f"{entry_ref(entry)} sha256 {entry.get('sha256')} (package {entry.get('package')})"
     if entry.get("distribution"):
         line += f", installed as {entry['distribution']}"
     changed = changed_on_disk(entry)

@@ -312,5 +312,4 @@ def shipped_plugins(spec: Mapping | None) -> Iterator[list[str]]:
         yield []
         return
     with tempfile.TemporaryDirectory(prefix="normlab-ship-") as root:
-        sources = [PluginSource.from_json({**e, "ref": e.get("path", "")}) for e in entries]
-        yield [str(write_package(source, Path(root))) for source in sources]
+        yield [str(write_package(PluginSource.from_entry(entry), Path(root))) for entry in entries]

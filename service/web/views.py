@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 import yaml
 from markupsafe import Markup
 
-from normlab.loading import changed_on_disk
+from normlab.loading import changed_on_disk, entry_ref, provided_names
 from service.api.mlflow_links import mlflow_ui_url
 from service.api.routes.schemas import study_phase
 from service.web.plan_view import PlanBeside
@@ -207,22 +207,17 @@ class PluginRow:
 
 
 def plugin_rows(spec: Mapping[str, Any]) -> tuple[PluginRow, ...]:
-    rows = []
-    for entry in spec.get("plugins") or ():
-        provides = entry.get("provides") or {}
-        rows.append(
-            PluginRow(
-                ref=entry.get("path") or f"entry_point:{entry.get('entry_point')}",
-                sha256=str(entry.get("sha256") or ""),
-                provides="; ".join(
-                    f"{section} {', '.join(r['name'] for r in records)}"
-                    for section, records in provides.items()
-                    if records
-                ),
-                changed=changed_on_disk(entry),
-            )
+    return tuple(
+        PluginRow(
+            ref=entry_ref(entry),
+            sha256=str(entry.get("sha256") or ""),
+            provides="; ".join(
+                f"{section} {', '.join(names)}" for section, names in provided_names(entry).items()
+            ),
+            changed=changed_on_disk(entry),
         )
-    return tuple(rows)
+        for entry in spec.get("plugins") or ()
+    )
 
 
 def ray_job_url(dashboard_url: str, job_id: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from normlab.loading import PluginSource, records_from_facts
+from normlab.loading import records_from_facts
 from normlab.records import RECORD_TYPES, Record
 from studies.spec.distributions import _Strict
 from studies.spec.user_data import UserDataset
@@ -58,22 +58,6 @@ class PluginEntry(_Strict):
     @property
     def ref(self) -> str:
         return self.path if self.path is not None else f"entry_point:{self.entry_point}"
-
-    @property
-    def checked(self) -> bool:
-        """Whether the server has checked it (its facts and source are filled in)."""
-        return self.provides is not None and self.sha256 is not None and self.package is not None
-
-    def source(self) -> PluginSource:
-        """The stored source, as normlab.loading ships and imports it."""
-        if not self.checked:
-            raise ValueError(f"plugin {self.ref!r} has not been checked by the server")
-        return PluginSource(
-            self.ref, self.package or "", self.sha256 or "", dict(self.files or {}), self.distribution
-        )
-
-    def records(self) -> list[Record]:
-        return records_from_facts(self.provides or {})
 
 
 def plugin_records(data: Any) -> list[Record]:

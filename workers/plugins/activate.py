@@ -27,16 +27,7 @@ log = logging.getLogger(__name__)
 
 def activate_plugins(entries: Iterable[Mapping[str, Any]], root: Path) -> list[PluginSource]:
     """Import each checked plugin entry of a spec (its stored source); returns what was imported."""
-    sources = [
-        PluginSource(
-            entry.get("path") or f"entry_point:{entry.get('entry_point')}",
-            entry["package"],
-            entry["sha256"],
-            dict(entry.get("files") or {}),
-            entry.get("distribution"),
-        )
-        for entry in entries
-    ]
+    sources = [PluginSource.from_entry(entry) for entry in entries]
     keep_only_plugins(source.label for source in sources)
     imported: list[PluginSource] = []
     for source in sources:

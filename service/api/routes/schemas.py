@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from normlab.loading import changed_on_disk
+from normlab.loading import changed_on_disk, entry_ref, provided_names
 from service.api.mlflow_links import mlflow_ui_url
 from studies.spec import StudySpec
 from studies.store import AttemptView, DeletedStudy, StudyStatus, StudyView, SubmitFailureView, TrialView
@@ -179,15 +179,12 @@ class PluginOut(BaseModel):
 
     @classmethod
     def of(cls, entry: dict[str, Any]) -> PluginOut:
-        provides = entry.get("provides") or {}
         return cls(
-            ref=entry.get("path") or f"entry_point:{entry.get('entry_point')}",
+            ref=entry_ref(entry),
             sha256=entry.get("sha256"),
             package=entry.get("package"),
             distribution=entry.get("distribution"),
-            provides={
-                section: [r["name"] for r in records] for section, records in provides.items() if records
-            },
+            provides=provided_names(entry),
             changed_on_disk=changed_on_disk(entry),
         )
 
