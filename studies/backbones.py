@@ -10,25 +10,23 @@ registered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any
 
 from normlab import REGISTRY
 from normlab.records import BUILTIN, FAMILY_TASK_FIELDS, Backbone
 
 __all__ = [
     "BUILTIN_PRESETS",
-    "BackboneFacts",
-    "ModelNames",
     "PresetFields",
     "backbone_of",
     "backbone_record",
+    "known_model",
     "model_names",
     "plugin_backbone",
 ]
 
-V = TypeVar("V")
 
 # models.config.TransformerConfig's fields, in its order: the three Transformer backbones share them.
 _TRANSFORMER_FIELDS: tuple[str, ...] = (
@@ -112,49 +110,9 @@ def model_names() -> tuple[str, ...]:
     return tuple(name for record in REGISTRY.backbones for name in record.model_names())
 
 
-class ModelNames(Sequence[str]):
-    """model_names() as a sequence that reads the registry at each use (studies.spec.names.KNOWN_MODELS)."""
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return model_names()[index]
-
-    def __len__(self) -> int:
-        return len(model_names())
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and REGISTRY.backbone_of(name) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(model_names())
-
-    def __repr__(self) -> str:
-        return f"ModelNames({model_names()!r})"
-
-
-class BackboneFacts(Mapping[str, V]):
-    """One fact of each registered backbone, by backbone name, read from the registry at each lookup."""
-
-    def __init__(self, fact: Callable[[Backbone], V]) -> None:
-        self._fact = fact
-
-    def __getitem__(self, name: str) -> V:
-        record = REGISTRY.backbones.find(name)
-        if record is None:
-            raise KeyError(name)
-        return self._fact(record)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(REGISTRY.backbones.names())
-
-    def __len__(self) -> int:
-        return len(REGISTRY.backbones)
-
-    def __repr__(self) -> str:
-        return f"BackboneFacts({dict(self)!r})"
+def known_model(name: object) -> bool:
+    """Whether `name` is a registered backbone or one of its presets."""
+    return isinstance(name, str) and REGISTRY.backbone_of(name) is not None
 
 
 class PresetFields(Mapping[str, Mapping[str, Any]]):

@@ -18,7 +18,7 @@ from typing import Any
 
 from normlab.records import Dataset, Family
 from normlab.registry import REGISTRY
-from studies.dataset_views import DatasetFacts, DatasetNames
+from normlab.views import FactView, LiveNames
 
 __all__ = [
     "DATASET_CLASSES",
@@ -334,10 +334,12 @@ def _note(record: Dataset) -> str | None:
 
 
 # --- the tables callers have always imported: read-only views of the records ---------------------------
-KNOWN_DATASETS = DatasetNames()
-DATASET_METRICS: DatasetFacts[tuple[str, bool]] = DatasetFacts(lambda r: (r.metric, r.higher_is_better))
-DATASET_CORRUPTIONS: DatasetFacts[tuple[str, ...]] = DatasetFacts(lambda r: r.corruptions or None)
-DATASET_CLASSES: DatasetFacts[int] = DatasetFacts(lambda r: r.classes)
-STAND_IN_FOR: DatasetFacts[str] = DatasetFacts(lambda r: r.stand_in_for)
-STAND_IN_DESCRIPTIONS: DatasetFacts[str] = DatasetFacts(lambda r: r.stand_in_description)
-DATASET_NOTES: DatasetFacts[str] = DatasetFacts(_note)
+KNOWN_DATASETS = LiveNames(REGISTRY.datasets.names, REGISTRY.datasets.__contains__)
+DATASET_METRICS: FactView[tuple[str, bool]] = FactView(
+    REGISTRY.datasets, lambda r: (r.metric, r.higher_is_better)
+)
+DATASET_CORRUPTIONS: FactView[tuple[str, ...]] = FactView(REGISTRY.datasets, lambda r: r.corruptions or None)
+DATASET_CLASSES: FactView[int] = FactView(REGISTRY.datasets, lambda r: r.classes)
+STAND_IN_FOR: FactView[str] = FactView(REGISTRY.datasets, lambda r: r.stand_in_for)
+STAND_IN_DESCRIPTIONS: FactView[str] = FactView(REGISTRY.datasets, lambda r: r.stand_in_description)
+DATASET_NOTES: FactView[str] = FactView(REGISTRY.datasets, _note)

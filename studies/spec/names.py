@@ -11,28 +11,31 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Union
 
-from studies.backbones import BackboneFacts, ModelNames
-from studies.dataset_views import DatasetFacts
+from normlab import REGISTRY
+from normlab.views import FactView, LiveNames
+from studies.backbones import known_model, model_names
 
 # Which data family each dataset holds (image -> vit_lite, text -> encoder, tabular -> tabular). A view of
 # the dataset records, not a table: it reads normlab.REGISTRY at each lookup (studies.catalog.lint reads it
 # by this name; new code calls studies.datasets.dataset_family).
-_DATASET_FAMILY: Mapping[str, str] = DatasetFacts(lambda record: record.family)
+_DATASET_FAMILY: Mapping[str, str] = FactView(REGISTRY.datasets, lambda record: record.family)
 
 # Model names and presets a spec may name: every registered backbone (studies.backbones: the built-ins,
 # a plugin's, or one the current overlay shows) and its presets. A view: it reads normlab.REGISTRY at
 # each use. The bare `residual_mlp` is not a registered backbone (it has no task head).
-KNOWN_MODELS: Sequence[str] = ModelNames()
+KNOWN_MODELS: Sequence[str] = LiveNames(model_names, known_model)
 # Data family each backbone reads: each family's default backbone, the residual-MLP classifier (flattened
 # images), and a plugin's. A view of the backbone records.
-_BACKBONE_FAMILY: Mapping[str, str] = BackboneFacts(lambda record: record.family)
+_BACKBONE_FAMILY: Mapping[str, str] = FactView(REGISTRY.backbones, lambda record: record.family)
 _FAMILY_MODELS = {"image": "vit_lite_tiny or vit_lite_paper", "text": "encoder_tiny or encoder_paper"}
 _FAMILY_MODELS["tabular"] = "tabular_tiny or tabular_paper"
 
 # Config field names of each backbone (for a built-in, its dataclass's in models: TransformerConfig plus
 # the task fields), so overrides are checked here without torch; a test checks they equal
 # dataclasses.fields of the real ones. A view of the backbone records.
-MODEL_CONFIG_FIELDS: Mapping[str, tuple[str, ...]] = BackboneFacts(lambda record: record.config_fields)
+MODEL_CONFIG_FIELDS: Mapping[str, tuple[str, ...]] = FactView(
+    REGISTRY.backbones, lambda record: record.config_fields
+)
 
 # Model fields a spec may not override: the method decides the norm ...
 _RESERVED_MODEL_FIELDS = frozenset({"norm", "norm_options"})
