@@ -113,7 +113,7 @@ def test_the_plan_takes_the_spread_of_a_stored_study_of_the_same_dataset_and_mod
 def test_the_openapi_document_describes_the_plan(client):
     document = client.get("/openapi.json").json()
     operation = document["paths"]["/plans"]["post"]
-    assert set(operation["responses"]) == {"200", "401", "413", "415", "422", "503"}
+    assert set(operation["responses"]) == {"200", "401", "403", "413", "415", "422", "503"}
     assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/StudyPlan"
     )
