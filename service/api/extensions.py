@@ -21,9 +21,16 @@ __all__ = ["studies_visible"]
 
 @contextlib.asynccontextmanager
 async def studies_visible(
-    database: DatabaseGate, *, dataset: str | None = None, study_ids: Iterable[str] = ()
+    database: DatabaseGate,
+    *,
+    dataset: str | None = None,
+    study_ids: Iterable[str] = (),
+    every_study: bool = False,
 ) -> AsyncIterator[None]:
-    """Within the block, the records of every study of `dataset` and of the studies named are known."""
-    records = await database.read(partial(extension_records, dataset=dataset, study_ids=tuple(study_ids)))
+    """Within the block, the records of every study of `dataset` and of the studies named (`every_study`:
+    of all stored studies) are known."""
+    records = await database.read(
+        partial(extension_records, dataset=dataset, study_ids=tuple(study_ids), every_study=every_study)
+    )
     with REGISTRY.overlay(records):
         yield

@@ -41,8 +41,9 @@ from service.web.plan_view import is_planned, plan_beside
 from service.web.rendering import render
 from service.web.search import StudySearch, read_search
 from service.web.views import StudyPage, study_card, study_page
+from studies.methods import known_methods
 from studies.planning import History, read_history
-from studies.spec import KNOWN_DATASETS, METHODS, StudySpec
+from studies.spec import KNOWN_DATASETS, StudySpec
 from studies.store import (
     StudyNotFoundError,
     StudyStatus,
@@ -90,7 +91,10 @@ async def home_page(
     status: str | None = None,
     tag: Annotated[list[str] | None, Query()] = None,
 ) -> Response:
-    search = read_search(q=q, dataset=dataset, method=method, status=status, tags=tag or ())
+    # The filters' choices include the plugin methods and user datasets that stored studies brought.
+    async with studies_visible(database, every_study=True):
+        search = read_search(q=q, dataset=dataset, method=method, status=status, tags=tag or ())
+        datasets, methods = tuple(KNOWN_DATASETS), known_methods()
     studies, tags_in_use = await database.read(partial(_home_data, search=search))
     cards = [
         study_card(
@@ -112,8 +116,8 @@ async def home_page(
             "mlflow_user": mlflow_sign_in_user(),
             "search": search,
             "tags_in_use": tags_in_use,
-            "datasets": KNOWN_DATASETS,
-            "methods": METHODS,
+            "datasets": datasets,
+            "methods": methods,
             "statuses": [s.value for s in StudyStatus],
         },
     )

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from studies.spec import KNOWN_DATASETS, METHODS
+from studies.methods import known_methods
+from studies.spec import KNOWN_DATASETS
 from studies.store import StudyStatus, tag_problem
 
 __all__ = ["StudySearch", "read_search"]
@@ -95,7 +96,7 @@ def read_search(
     return StudySearch(
         q=text,
         dataset=choice("dataset", dataset, KNOWN_DATASETS),
-        method=choice("method", method, METHODS),
+        method=choice("method", method, known_methods()),
         status=choice("status", status, (s.value for s in StudyStatus)),
         tags=tuple(kept),
         problems=tuple(problems),

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import AuthDep, DatabaseDep, DispatcherDep, EngineDep, SettingsDep, StudyRunsDep
 from service.api.errors import error_responses
-from service.api.routes.choices import KnownDataset, KnownMethod
+from service.api.routes.choices import KnownDataset, KnownMethod, check_known_filters
 from service.api.routes.schemas import StudyDeletedOut, StudyOut, TrialHistoryOut, TrialOut
 from service.api.routes.spec_body import read_spec, spec_request_body
 from service.api.routes.tag_values import Tag, TagsIn
@@ -150,6 +150,7 @@ async def read_studies(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[StudyOut]:
+    await check_known_filters(database, dataset=dataset, method=method)
     studies = await database.read(
         partial(list_studies, status=status, dataset=dataset, method=method, q=q, tags=tag or (), limit=limit)
     )
