@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -13,6 +14,7 @@ from service.api.app import create_app
 from service.auth import ensure_plugin_token
 from studies.spec import StudySpec
 from studies.store import get_study, list_studies, session_scope
+from tests.service.api.routes.tuning_studies import finals, record
 from tests.service.conftest import AUTH
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "plugins" / "rmsnorm.py"
@@ -230,3 +232,98 @@ def test_the_study_says_which_plugins_it_runs_in_its_json_and_on_its_page(plugin
     assert plugin["changed_on_disk"] is None  # sent inline: no path on this machine to compare with
     page = plugin_client.get(f"/studies/{created['id']}", headers={"Accept": "text/html"}).text
     assert "<h2>Plugins</h2>" in page and plugin["sha256"][:12] in page and "methods rmsnorm" in page
+
+
+def test_a_plugin_method_s_knob_shows_in_the_results_knob_importance_like_a_built_in(
+    plugin_client, plugin_settings
+):
+    rms_eps = {"type": "loguniform", "low": 1e-7, "high": 1e-3}
+    lr = {"type": "loguniform", "low": 1e-4, "high": 1e-2}
+    spec = {**SPEC, "num_samples": 8, "method_search": {"rmsnorm": {"rms_eps": rms_eps, "lr": lr}}}
+    study_id = _post(plugin_client, spec, _bearer(ensure_plugin_token(plugin_settings))).json()["id"]
+    engine = plugin_client.app.state.engine
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        knobs = {"rms_eps": float(10 ** rng.uniform(-7, -3)), "lr": float(10 ** rng.uniform(-4, -2))}
+        value = 0.9 - 0.02 * (np.log10(knobs["rms_eps"]) + 5) ** 2  # rms_eps drives the objective, lr not
+        record(
+            engine, study_id, f"tune/{i}", phase="tune", method="rmsnorm", seed=0, knobs=knobs, value=value
+        )
+    finals(engine, study_id, ["rmsnorm", "frozen_ln", "dyt"])
+
+    [tuning] = plugin_client.get("/results/digits").json()["tuning"]
+    [method] = tuning["methods"]  # frozen_ln and dyt have nothing to tune here
+    assert method["method"] == "rmsnorm"
+    importance = method["importance"]
+    assert importance["trials"] == 8 and importance["reason"] is None
+    fanova = next(e for e in importance["evaluators"] if e["evaluator"] == "fanova")
+    assert fanova["knobs"][0]["knob"] == "rms_eps"  # the plugin's knob ranks first, as it should
+    assert {k["knob"] for k in fanova["knobs"]} == {"rms_eps", "lr"}
+    page = plugin_client.get("/results/digits", params={"format": "html"}).text
+    assert f'id="{study_id}_knob_importance_rmsnorm"' in page
+
+
+@pytest.fixture
+def installed_rmsnorm(tmp_path, monkeypatch):
+    """The example RMSNorm plugin as an installed distribution `rmsnorm-plugin 1.0` (a package and its
+    dist-info on PYTHONPATH, which the check's child process inherits), announcing `rmsnorm` in the
+    normlab.methods entry-point group."""
+    package = tmp_path / "rmsnorm_plugin"
+    package.mkdir()
+    (package / "__init__.py").write_text(EXAMPLE.read_text())
+    info = tmp_path / "rmsnorm_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rmsnorm-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[normlab.methods]\nrmsnorm = rmsnorm_plugin\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+
+
+def test_an_installed_distribution_s_entry_point_is_checked_and_stored_with_its_files(
+    plugin_client, plugin_settings, installed_rmsnorm
+):
+    spec = {**SPEC, "plugins": [{"entry_point": "rmsnorm"}]}
+    response = _post(plugin_client, spec, _bearer(ensure_plugin_token(plugin_settings)))
+    assert response.status_code == 201, response.text
+    study = plugin_client.get(f"/studies/{response.json()['id']}").json()
+    (plugin,) = study["plugins"]
+    assert plugin["ref"] == "entry_point:rmsnorm"
+    assert plugin["distribution"] == "rmsnorm-plugin 1.0"
+    assert plugin["provides"]["methods"] == ["rmsnorm"]
+    with session_scope(plugin_client.app.state.engine) as session:
+        (stored,) = get_study(session, study_id=study["id"]).spec["plugins"]
+    assert stored["files"] == {"__init__.py": EXAMPLE.read_text()}  # kept for the record
+
+
+def test_an_entry_point_no_installed_distribution_announces_is_a_422_at_the_entry(
+    plugin_client, plugin_settings, installed_rmsnorm
+):
+    spec = {**SPEC, "plugins": [{"entry_point": "nope"}]}
+    response = _post(plugin_client, spec, _bearer(ensure_plugin_token(plugin_settings)))
+    assert response.status_code == 422
+    (problem,) = response.json()["detail"]
+    assert problem["loc"][-2:] == ["plugins", 0]
+    assert problem["msg"].startswith("plugin entry_point:nope: ")
+    assert "rmsnorm" in problem["msg"]  # it lists what is installed
+    assert _stored(plugin_client) == 0
+
+
+def test_the_study_list_filters_on_a_plugin_method_and_a_user_dataset_that_stored_studies_brought(
+    plugin_client, plugin_settings, tmp_path
+):
+    token = _bearer(ensure_plugin_token(plugin_settings))
+    assert plugin_client.get("/studies", params={"method": "rmsnorm"}).status_code == 422  # no study yet
+    plugin_study = _post(plugin_client, SPEC, token).json()["id"]
+    user_study = _post(plugin_client, _user_spec(_npz(tmp_path / "images.npz")), token).json()["id"]
+
+    listed = plugin_client.get("/studies", params={"method": "rmsnorm"})
+    assert [s["id"] for s in listed.json()] == [plugin_study]
+    listed = plugin_client.get("/studies", params={"dataset": "my_images"})
+    assert [s["id"] for s in listed.json()] == [user_study]
+    # A name nothing knows is still a 422, and its message offers the stored studies' names too.
+    response = plugin_client.get("/studies", params={"method": "rms_norm"})
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["query", "method"] and error["msg"].endswith(", rmsnorm")
+
+    page = plugin_client.get("/", params={"method": "rmsnorm"}).text
+    assert "<option selected>rmsnorm</option>" in page and "left out" not in page
