@@ -46,6 +46,7 @@ class RunningService:
     token: str
     process: subprocess.Popen
     log_path: Path
+    ray_temp: Path
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.api_url, timeout=30)
@@ -62,13 +63,35 @@ class RunningService:
         return [json.loads(path.read_text()) for path in paths]
 
     def log_tail(self, lines: int = 80) -> str:
+        """The end of `normlab serve`'s output, each of its logs' last lines, then the last lines of the two
+        newest study drivers' output (their Ray jobs' logs): what a failed test needs to say why."""
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         logs = self.data_dir / "logs"
         for extra in sorted(logs.glob("*.log")) if logs.exists() else []:
             text += f"\n--- {extra.name} ---\n" + "\n".join(
                 extra.read_text(errors="replace").splitlines()[-20:]
             )
-        return "\n".join(text.splitlines()[-lines:])
+        text = "\n".join(text.splitlines()[-lines:])
+        drivers = sorted(
+            self.ray_temp.glob("session_*/logs/job-driver-*.log"), key=lambda p: p.stat().st_mtime
+        )
+        for driver in drivers[-2:]:
+            text += f"\n--- {driver.name} ---\n" + "\n".join(
+                driver.read_text(errors="replace").splitlines()[-30:]
+            )
+        return text
+
+    def cancel_unfinished_studies(self) -> list[str]:
+        """Cancel every study still queued or running (the ids): a study a failed test left behind would
+        hold the stack's CPU slots and fail the tests after it on the same stack."""
+        cancelled = []
+        with self.client() as client:
+            for status in ("queued", "running"):
+                listed = client.get("/studies", params={"status": status, "limit": 1000}, headers=self.auth())
+                for study in listed.json() if listed.status_code == 200 else []:
+                    client.post(f"/studies/{study['id']}/cancel", headers=self.auth())
+                    cancelled.append(study["id"])
+        return cancelled
 
 
 def serve_environment(data_dir: Path, ray_temp: Path) -> dict[str, str]:
@@ -102,6 +125,21 @@ def start_serve(env: dict[str, str], log_path: Path) -> subprocess.Popen:
         )
 
 
+_STARTED: list[RunningService] = []  # the session's stack, once a test has asked for it
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_study_outlives_its_module() -> Iterator[None]:
+    """After each module, cancel what its tests left queued or running on the session's stack (a test that
+    failed while waiting on its study), so that the next module finds the CPU slots free."""
+    yield
+    for service in _STARTED:
+        if service.process.poll() is None:
+            with contextlib.suppress(httpx.HTTPError):
+                if left := service.cancel_unfinished_studies():
+                    print(f"cancelled studies left unfinished: {', '.join(left)}")
+
+
 @pytest.fixture(scope="session")
 def running_service(tmp_path_factory) -> RunningService:
     data_dir = tmp_path_factory.mktemp("normlab-data")
@@ -119,7 +157,9 @@ def running_service(tmp_path_factory) -> RunningService:
         token=API_TOKEN,
         process=process,
         log_path=log_path,
+        ray_temp=ray_temp,
     )
+    _STARTED.append(service)
     up = wait_until(
         lambda: process.poll() is not None or http_ok(f"{service.api_url}/healthz"), timeout=300, interval=1
     )

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.slow
 TERMINAL = {"succeeded", "failed", "cancelled"}
 METHODS, SEEDS = INTERRUPTIBLE_METHODS, INTERRUPTIBLE_SEEDS
 SPEC = interruptible_study("driver-killed")
+STEADY_S = 0.5
 
 
 def _driver_processes(study_id: str) -> list[psutil.Process]:
@@ -63,9 +64,13 @@ def _kill_mid_study(service, study_id: str) -> dict[str, datetime]:
     updated_at.
 
     A trial that starts in the moment before a kill can miss the snapshot; the README says what then
-    happens. Killing right after the check keeps that moment out of this test.
+    happens. That moment comes right after a trial ends (Tune starts the next one in its slot), which is
+    also when the condition first holds: so the kill waits until the study's trials have kept their
+    statuses for STEADY_S, long enough for a trial started meanwhile to show up in the store, and kills
+    right after that check.
     """
     drivers: list[psutil.Process] = []
+    steady: tuple[list[tuple[str, str]], float] | None = None  # (trial statuses seen, since when)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         drivers = drivers or _driver_processes(study_id)
@@ -79,10 +84,15 @@ def _kill_mid_study(service, study_id: str) -> dict[str, datetime]:
                 for t in trials
                 if t.status == "succeeded" and t.updated_at < snapshot
             }
-            if len(done) >= 2:
+            seen = sorted((t.trial_key, t.status) for t in trials)
+            if steady is None or steady[0] != seen:
+                steady = (seen, time.monotonic())
+            elif len(done) >= 2 and time.monotonic() - steady[1] >= STEADY_S:
                 for driver in drivers:
                     driver.send_signal(signal.SIGKILL)
                 return done
+        else:
+            steady = None
         time.sleep(0.1)
     pytest.fail(f"study {study_id} never had finished and running trials at once:\n{service.log_tail()}")
 
