@@ -327,3 +327,33 @@ def test_the_study_list_filters_on_a_plugin_method_and_a_user_dataset_that_store
 
     page = plugin_client.get("/", params={"method": "rmsnorm"}).text
     assert "<option selected>rmsnorm</option>" in page and "left out" not in page
+
+
+def test_two_plugin_studies_compare_row_by_row_with_the_plugin_method_among_the_rows(
+    plugin_client, plugin_settings
+):
+    token = _bearer(ensure_plugin_token(plugin_settings))
+    engine = plugin_client.app.state.engine
+    ids = []
+    for epochs, base in ((2, 0.80), (3, 0.85)):
+        spec = {**SPEC, "name": f"rmsnorm {epochs} epochs", "budget": {"epochs": epochs, "batch_size": 32}}
+        study_id = _post(plugin_client, spec, token).json()["id"]
+        for method in SPEC["methods"]:
+            for seed in (0, 1, 2):
+                record(
+                    engine,
+                    study_id,
+                    f"final/{method}/{seed}",
+                    phase="final",
+                    method=method,
+                    seed=seed,
+                    knobs={},
+                    value=base + seed / 100,
+                )
+        ids.append(study_id)
+
+    response = plugin_client.get("/compare", params={"study": ids})
+    assert response.status_code == 200, response.text
+    paired = {row["row"]: row for row in response.json()["studies"][1]["paired"]}
+    assert set(paired) == {"rmsnorm", "frozen_ln", "dyt"}
+    assert paired["rmsnorm"]["seeds"] == 3 and paired["rmsnorm"]["difference"] == pytest.approx(0.05)
