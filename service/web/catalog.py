@@ -167,7 +167,7 @@ def _tier_verdict(reports_dir: Path, claim_id: str, tier: str, check_code: str) 
     )
 
 
-def _ran_on(report: dict[str, Any], claim_dataset: str) -> str | None:
+def _ran_on(report: dict[str, Any], claim_dataset: str | None) -> str | None:
     dataset = report.get("dataset")
     if not isinstance(dataset, str) or not dataset or dataset == claim_dataset:
         return None

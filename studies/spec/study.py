@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import (
     Field,
@@ -263,7 +263,7 @@ class StudySpec(_Strict):
             return None
         # Imported here, as _known_claim does: the claims carry their checks (scipy).
         from studies.catalog.claims import load_claims
-        from studies.claims.sequential import sequential_problem
+        from studies.claims.sequential import SequentialStudy, sequential_problem
 
         claims = load_claims()
         if self.claim not in claims:
@@ -277,7 +277,9 @@ class StudySpec(_Strict):
             or self.claim in claim.shares_study_at.values()
         ]
         for claim_id in readers:
-            problem = sequential_problem(claims[claim_id].check, self)
+            # The protocol declares plain attributes; this frozen model's are read-only, which is all the
+            # check needs (it reads them).
+            problem = sequential_problem(claims[claim_id].check, cast(SequentialStudy, self))
             if problem is not None:
                 return (
                     problem

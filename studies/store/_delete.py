@@ -7,7 +7,9 @@ here: a table added later is deleted with its study without anyone remembering t
 
 from __future__ import annotations
 
-from sqlalchemy import Column, delete
+from typing import cast
+
+from sqlalchemy import Column, ColumnElement, CursorResult, Table, delete
 from sqlalchemy.orm import Session
 
 from studies.store._studies import _get_row
@@ -36,9 +38,9 @@ def delete_study(session: Session, *, study_id: str, confirm: str | None) -> Del
     # of each table is known and nothing depends on SQLite's foreign_keys pragma being on.
     rows: dict[str, int] = {}
     for key in study_key_columns():
-        rows[key.table.name] = session.execute(delete(key.table).where(key == study_id)).rowcount
+        rows[key.table.name] = _deleted(session, key.table, key == study_id)
     session.expunge(row)  # its row goes now: the session must not flush or refresh it
-    rows[Study.__tablename__] = session.execute(delete(Study.__table__).where(Study.id == study_id)).rowcount
+    rows[Study.__tablename__] = _deleted(session, cast(Table, Study.__table__), Study.id == study_id)
     return DeletedStudy(
         id=row.id,
         name=row.name,
@@ -48,6 +50,11 @@ def delete_study(session: Session, *, study_id: str, confirm: str | None) -> Del
         mlflow_parent_run_id=row.mlflow_parent_run_id,
         rows=rows,
     )
+
+
+def _deleted(session: Session, table: Table, where: ColumnElement[bool]) -> int:
+    """How many rows of `table` the DELETE ... WHERE `where` removed."""
+    return cast(CursorResult, session.execute(delete(table).where(where))).rowcount
 
 
 def study_key_columns() -> list[Column]:

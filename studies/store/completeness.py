@@ -64,11 +64,11 @@ class PlannedTrial:
 
 def planned_result_trials(spec: StudySpec, looks: Sequence[LookRecord] = ()) -> list[PlannedTrial]:
     """Every final or grid trial of the study, in the spec's order (see the module docstring)."""
-    arms = [
-        (method, point.label if spec.kind == "grid" else None)
-        for method in spec.methods
-        for point in (spec.grid_points(method) if spec.kind == "grid" else [None])
-    ]
+    arms: list[tuple[str, str | None]] = (
+        [(method, point.label) for method in spec.methods for point in spec.grid_points(method)]
+        if spec.kind == "grid"
+        else [(method, None) for method in spec.methods]
+    )
     phase = Phase.GRID.value if spec.kind == "grid" else Phase.FINAL.value
     seeds = {arm: list(spec.seeds) for arm in arms}
     design = spec.sequential
