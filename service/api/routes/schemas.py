@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -99,6 +100,19 @@ class SubmitFailureOut(BaseModel):
         return cls.model_validate(failure, from_attributes=True)
 
 
+class TrialPlanOut(BaseModel):
+    """The trial plan a study's driver resolved (workers.trials.plan.TrialPlan.to_dict)."""
+
+    cpu: float
+    gpu: float
+    seeds_per_trial: int  # seeds one trial trains side by side (stacked with torch.func)
+    compile: str  # torch.compile mode, or "none"
+    gpu_reason: str  # why the trials got the GPU share they did
+    describe: str  # the plan in one sentence, as the study page prints it
+    # On a GPU with settings left open: every candidate measured, the one chosen and why (null elsewhere).
+    throughput: dict[str, Any] | None = None
+
+
 class StudyOut(BaseModel):
     id: str
     name: str
@@ -134,6 +148,13 @@ class StudyOut(BaseModel):
         "trials saved against the fixed design. Given by GET /studies/{id}; null for a fixed-seed study, "
         "and in the study listing and the answers of POST and cancel, which do not read looks.",
     )
+    trial_plan: TrialPlanOut | None = Field(
+        None,
+        description="How the study's driver planned its trials when it started: CPUs and GPU per trial, "
+        "seeds per trial, compile mode, and on a GPU what it measured to choose them. Given by GET "
+        "/studies/{id}; null before the driver started, and in the study listing and the answers of POST "
+        "and cancel.",
+    )
 
     @classmethod
     def from_view(
@@ -142,6 +163,7 @@ class StudyOut(BaseModel):
         *,
         mlflow_tracking_uri: str | None,
         sequential: SequentialSummary | None = None,
+        trial_plan: Mapping[str, Any] | None = None,
     ) -> StudyOut:
         # Every field but the links, the phase and the sequential summary (read from the study's looks,
         # beside the view) is the view's attribute of the same name (progress and attempts too).
@@ -157,12 +179,19 @@ class StudyOut(BaseModel):
         fields = {
             name: getattr(study, name)
             for name in cls.model_fields
-            if name not in ("links", "phase", "sequential", "plugins")
+            if name not in ("links", "phase", "sequential", "plugins", "trial_plan")
         }
         phase = study_phase(study, sequential)
         plugins = [PluginOut.of(entry) for entry in study.spec.get("plugins") or ()]
         return cls.model_validate(
-            {**fields, "links": links, "phase": phase, "sequential": sequential, "plugins": plugins},
+            {
+                **fields,
+                "links": links,
+                "phase": phase,
+                "sequential": sequential,
+                "plugins": plugins,
+                "trial_plan": None if trial_plan is None else TrialPlanOut.model_validate(dict(trial_plan)),
+            },
             from_attributes=True,
         )
 

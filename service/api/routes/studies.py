@@ -43,6 +43,7 @@ from studies.store import (
     list_trials,
     set_tags,
     study_sequential,
+    study_trial_plan,
     trial_history,
 )
 from studies.tables.sequential import SequentialSummary
@@ -164,13 +165,18 @@ async def read_studies(
     summary="A study with its progress (and, for a sequential study, its looks and outcomes)",
 )
 async def read_study(study_id: StorableText, database: DatabaseDep, settings: SettingsDep) -> StudyOut:
-    study, sequential = await database.read(partial(_study_with_looks, study_id=study_id))
-    return StudyOut.from_view(study, mlflow_tracking_uri=settings.mlflow_ui_url, sequential=sequential)
+    study, sequential, trial_plan = await database.read(partial(_study_in_full, study_id=study_id))
+    return StudyOut.from_view(
+        study, mlflow_tracking_uri=settings.mlflow_ui_url, sequential=sequential, trial_plan=trial_plan
+    )
 
 
-def _study_with_looks(session: Session, *, study_id: str) -> tuple[StudyView, SequentialSummary | None]:
+def _study_in_full(
+    session: Session, *, study_id: str
+) -> tuple[StudyView, SequentialSummary | None, dict[str, Any] | None]:
+    """The study, its sequential summary (from its looks) and the trial plan its driver resolved."""
     study = get_study(session, study_id=study_id)
-    return study, study_sequential(session, study=study)
+    return study, study_sequential(session, study=study), study_trial_plan(session, study_id=study_id).plan
 
 
 @router.get(
