@@ -8,7 +8,6 @@ in a worker thread that holds no connection."""
 from __future__ import annotations
 
 import re
-from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter
@@ -17,19 +16,8 @@ from fastapi.responses import Response
 
 from service.api.deps import DatabaseDep
 from service.api.errors import error_responses
-from service.api.extensions import studies_visible
 from service.api.results import ResultsSelection, results_table
-from service.api.routes.results_query import (
-    AdjustQuery,
-    ConfidenceQuery,
-    MetricQuery,
-    PoolQuery,
-    ReferenceQuery,
-    StudyQuery,
-    read_selection,
-    split_ids,
-    tuning_views,
-)
+from service.api.routes.results_query import ResultsQueryDep, results_in_view, tuning_views
 from studies.tables.figures import FOREST_PLOT
 
 if TYPE_CHECKING:
@@ -57,28 +45,14 @@ async def read_figure(
     name: str,
     format: Literal["svg", "pdf"],
     database: DatabaseDep,
-    study: StudyQuery = None,
-    metric: MetricQuery = None,
-    reference: ReferenceQuery = None,
-    confidence: ConfidenceQuery = 0.95,
-    adjust: AdjustQuery = "holm",
-    pool: PoolQuery = False,
+    query: ResultsQueryDep,
 ) -> Response:
     """`name`: a figure id of the results page (`forest_plot`, always there); the 404 for another lists
     them. The query parameters are /results' own."""
-    async with studies_visible(database, dataset=dataset):
-        chosen, evidence, tuning_trials = await database.read(
-            partial(
-                read_selection,
-                dataset=dataset,
-                study_ids=split_ids(study),
-                metric=metric,
-                confidence=confidence,
-                # The forest plot needs the table alone; any other name needs what the page's figures show.
-                with_evidence=name != FOREST_PLOT,
-                pool=pool,
-            )
-        )
+    # The forest plot needs the table alone; any other name needs what the page's figures show.
+    with_evidence = name != FOREST_PLOT
+    async with results_in_view(database, dataset=dataset, query=query, with_evidence=with_evidence) as read:
+        chosen, evidence, tuning_trials = read
         return await run_in_threadpool(
             _render,
             chosen,
@@ -86,9 +60,9 @@ async def read_figure(
             tuning_trials,
             name=name,
             format=format,
-            reference=reference,
-            confidence=confidence,
-            adjust=adjust,
+            reference=query.reference,
+            confidence=query.confidence,
+            adjust=query.adjust,
         )
 
 

@@ -22,7 +22,6 @@ own query. The query parameters and the store read are shared with that route
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter, Request
@@ -33,19 +32,8 @@ from service.api.back_link import with_back_link
 from service.api.deps import DatabaseDep, SettingsDep
 from service.api.errors import error_responses
 from service.api.export_links import with_export_links
-from service.api.extensions import studies_visible
 from service.api.results import ResultsSelection, mlflow_run_links, results_table
-from service.api.routes.results_query import (
-    AdjustQuery,
-    ConfidenceQuery,
-    MetricQuery,
-    PoolQuery,
-    ReferenceQuery,
-    StudyQuery,
-    read_selection,
-    split_ids,
-    tuning_views,
-)
+from service.api.routes.results_query import ResultsQueryDep, results_in_view, tuning_views
 
 if TYPE_CHECKING:
     from studies.evidence import Evidence
@@ -77,35 +65,21 @@ async def read_results(
     request: Request,
     database: DatabaseDep,
     settings: SettingsDep,
+    query: ResultsQueryDep,
     format: Literal["json", "csv", "md", "html", "latex"] = "json",
-    study: StudyQuery = None,
-    metric: MetricQuery = None,
-    reference: ReferenceQuery = None,
-    confidence: ConfidenceQuery = 0.95,
-    adjust: AdjustQuery = "holm",
-    pool: PoolQuery = False,
 ) -> Response:
-    async with studies_visible(database, dataset=dataset):
-        chosen, evidence, tuning_trials = await database.read(
-            partial(
-                read_selection,
-                dataset=dataset,
-                study_ids=split_ids(study),
-                metric=metric,
-                confidence=confidence,
-                with_evidence=format in ("json", "html"),
-                pool=pool,
-            )
-        )
+    with_evidence = format in ("json", "html")
+    async with results_in_view(database, dataset=dataset, query=query, with_evidence=with_evidence) as read:
+        chosen, evidence, tuning_trials = read
         return await run_in_threadpool(
             _render,
             chosen,
             evidence,
             tuning_trials,
             format=format,
-            reference=reference,
-            confidence=confidence,
-            adjust=adjust,
+            reference=query.reference,
+            confidence=query.confidence,
+            adjust=query.adjust,
             mlflow_tracking_uri=str(settings.mlflow_ui_url),
             # The page's export line asks for the table and its figures with the page's own parameters.
             query=[(key, value) for key, value in request.query_params.multi_items() if key != "format"],

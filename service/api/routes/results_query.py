@@ -1,16 +1,23 @@
 """What a rendering of /results asks for, shared by the table (service.api.routes.results) and its figures
 (service.api.routes.figures): the query parameters that choose the studies, metric, reference, interval and
-adjustment, the one read-only unit of work that reads them from the store, and the tuning views built
-after it from what it read. A figure is asked for with the same parameters as its table, so an exported
-figure is the one the page with those parameters shows."""
+adjustment (ResultsQuery, one dependency), the one read-only unit of work that reads them from the store
+with the stored studies' plugin records visible (results_in_view), and the tuning views built after it from
+what it read. A figure is asked for with the same parameters as its table, so an exported figure is the one
+the page with those parameters shows."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from fastapi import Query
+from fastapi import Depends, Query
 from sqlalchemy.orm import Session
 
+from service.api.extensions import studies_visible
+from service.api.load_shedding import DatabaseGate
 from service.api.results import ResultsSelection, choose_results, refuse_mixed_pool, selection_evidence
 from service.api.routes.text import StorableText
 from studies.evidence import Evidence
@@ -18,14 +25,20 @@ from studies.evidence import Evidence
 if TYPE_CHECKING:
     from studies.tuning import StudyTuning, TuningTrial
 
+    # What one read of /results gives: the selection, its evidence and each study's tuning trials.
+    Selection = tuple[ResultsSelection, Evidence | None, dict[str, list[TuningTrial]]]
+
 __all__ = [
     "AdjustQuery",
     "ConfidenceQuery",
     "MetricQuery",
     "PoolQuery",
     "ReferenceQuery",
+    "ResultsQuery",
+    "ResultsQueryDep",
     "StudyQuery",
     "read_selection",
+    "results_in_view",
     "split_ids",
     "tuning_views",
 ]
@@ -61,6 +74,41 @@ PoolQuery = Annotated[
         "side); `study=all` pools every study of the dataset as asked"
     ),
 ]
+
+
+@dataclass(frozen=True)
+class ResultsQuery:
+    """The query parameters of every rendering of /results (FastAPI reads them from these fields)."""
+
+    study: StudyQuery = None
+    metric: MetricQuery = None
+    reference: ReferenceQuery = None
+    confidence: ConfidenceQuery = 0.95
+    adjust: AdjustQuery = "holm"
+    pool: PoolQuery = False
+
+
+ResultsQueryDep = Annotated[ResultsQuery, Depends()]
+
+
+@contextlib.asynccontextmanager
+async def results_in_view(
+    database: DatabaseGate, *, dataset: str, query: ResultsQuery, with_evidence: bool
+) -> AsyncIterator[Selection]:
+    """What read_selection reads for `query`; within the block (the rendering too, its worker thread
+    included) the plugin methods and user datasets of the dataset's stored studies are known."""
+    async with studies_visible(database, dataset=dataset):
+        yield await database.read(
+            partial(
+                read_selection,
+                dataset=dataset,
+                study_ids=split_ids(query.study),
+                metric=query.metric,
+                confidence=query.confidence,
+                with_evidence=with_evidence,
+                pool=query.pool,
+            )
+        )
 
 
 def read_selection(
