@@ -190,7 +190,7 @@ class StudyOut(BaseModel):
                 "phase": phase,
                 "sequential": sequential,
                 "plugins": plugins,
-                "trial_plan": None if trial_plan is None else TrialPlanOut.model_validate(dict(trial_plan)),
+                "trial_plan": trial_plan,
             },
             from_attributes=True,
         )

@@ -338,18 +338,7 @@ def test_two_plugin_studies_compare_row_by_row_with_the_plugin_method_among_the_
     for epochs, base in ((2, 0.80), (3, 0.85)):
         spec = {**SPEC, "name": f"rmsnorm {epochs} epochs", "budget": {"epochs": epochs, "batch_size": 32}}
         study_id = _post(plugin_client, spec, token).json()["id"]
-        for method in SPEC["methods"]:
-            for seed in (0, 1, 2):
-                record(
-                    engine,
-                    study_id,
-                    f"final/{method}/{seed}",
-                    phase="final",
-                    method=method,
-                    seed=seed,
-                    knobs={},
-                    value=base + seed / 100,
-                )
+        finals(engine, study_id, SPEC["methods"], seeds=(0, 1, 2), value=base, per_seed=0.01)
         ids.append(study_id)
 
     response = plugin_client.get("/compare", params={"study": ids})

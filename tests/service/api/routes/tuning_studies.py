@@ -49,9 +49,10 @@ def record(engine, study_id, key, *, phase, method, seed, knobs, value, status="
     )
 
 
-def finals(engine, study_id, methods):
+def finals(engine, study_id, methods, *, seeds=(0, 1), value=0.9, per_seed=0.0):
+    """A final trial of each method on each seed, scoring `value + per_seed * seed`."""
     for method in methods:
-        for seed in (0, 1):
+        for seed in seeds:
             record(
                 engine,
                 study_id,
@@ -60,7 +61,7 @@ def finals(engine, study_id, methods):
                 method=method,
                 seed=seed,
                 knobs={},
-                value=0.9,
+                value=value + per_seed * seed,
             )
 
 
